@@ -6,10 +6,19 @@
 package fs
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
 // Options configure one mount.
@@ -40,5 +49,101 @@ type Options struct {
 // until it is gone. It uses DirectMount when running as root and fusermount3
 // otherwise, a 1 MiB max write and 1 MiB readahead.
 func Mount(mnt string, o Options) (*fuse.Server, error) {
-	panic("TODO")
+	r, err := newRoot(o)
+	if err != nil {
+		return nil, err
+	}
+	fsName := o.FSName
+	if fsName == "" {
+		fsName = o.Lower
+	}
+	var mountOpts []string
+	if o.ReadOnly {
+		mountOpts = append(mountOpts, "ro")
+	}
+	second := time.Second
+	opts := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:       fsName,
+			Name:         "twincrypt",
+			AllowOther:   o.AllowOther,
+			MaxWrite:     fuse.MAX_KERNEL_WRITE,
+			MaxReadAhead: fuse.MAX_KERNEL_WRITE,
+			DirectMount:  os.Geteuid() == 0,
+			Debug:        o.Debug,
+			Options:      mountOpts,
+		},
+		EntryTimeout:    &second,
+		AttrTimeout:     &second,
+		NegativeTimeout: &second,
+	}
+	srv, err := fs.Mount(mnt, r.rootNode, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mnt, err)
+	}
+	return srv, nil
+}
+
+// newRoot checks the lower directory and builds the transform.
+func newRoot(o Options) (*root, error) {
+	lower, err := filepath.Abs(o.Lower)
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(lower, &st); err != nil {
+		return nil, fmt.Errorf("lower directory: %w", err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, fmt.Errorf("lower directory %s: not a directory", lower)
+	}
+	r := &root{lower: lower, dev: uint64(st.Dev), log: o.Log}
+	if o.Config == nil {
+		r.t = nullTransform{}
+		r.kernelPassthrough = o.KernelPassthrough
+	} else {
+		if o.KernelPassthrough {
+			return nil, errors.New("kernel passthrough would bypass encryption: only the twin may use it")
+		}
+		t, err := newCryptTransform(o.Config, o.MasterKey, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		r.t = t
+		r.rmw = true
+		if err := ensureRootDirIV(lower, t, o.ReadOnly); err != nil {
+			return nil, err
+		}
+	}
+	r.io = r.t.content()
+	r.rootNode = r.newNode()
+	return r, nil
+}
+
+// ensureRootDirIV gives a freshly initialised volume its root directory
+// IV. A root that already holds files but no IV is damaged: refuse it
+// rather than make its names undecryptable.
+func ensureRootDirIV(lower string, t *cryptTransform, readOnly bool) error {
+	if t.names == nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(lower, names.DirIVFile)); err == nil {
+		return nil
+	}
+	entries, err := os.ReadDir(lower)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !t.hidden(true, e.Name()) {
+			return fmt.Errorf("%s: %s is missing: names in this directory cannot be decrypted", lower, names.DirIVFile)
+		}
+	}
+	if readOnly {
+		return fmt.Errorf("%s: volume has no root directory IV yet; mount it read-write once", lower)
+	}
+	if errno := t.newDir(lower); errno != 0 {
+		return fmt.Errorf("write root directory IV: %w", errno)
+	}
+	return nil
 }

@@ -8,9 +8,58 @@
 // lengths that are a multiple of 16. Lengths of 16 bytes or more that are not
 // a multiple of 16 use ciphertext stealing (IEEE 1619 for XTS, CBC-CS2 for
 // CBC); dm-crypt never produces those.
+//
+// # Supported specifications
+//
+//	aes-xts-plain64       IEEE Std 1619-2007 XTS-AES, tweak = LE64(unit) || 0^64
+//	aes-xts-plain         as above, tweak = LE32(unit mod 2^32) || 0^96
+//	aes-cbc-essiv:sha256  CBC, IV = AES-256_{SHA256(key)}(LE64(unit) || 0^64)
+//	aes-cbc-plain64       CBC, IV = LE64(unit) || 0^64
+//	aes-cbc-plain         CBC, IV = LE32(unit mod 2^32) || 0^96
+//
+// These are exactly dm-crypt's IV generators (drivers/md/dm-crypt.c:
+// crypt_iv_plain_gen, crypt_iv_plain64_gen, and the essiv template). XTS keys
+// are 32 or 64 bytes (XTS-AES-128 or XTS-AES-256); as in dm-crypt and IEEE
+// 1619 section 5.1 the first half is the data key (Key1) and the second half
+// the tweak key (Key2). CBC keys are 16, 24 or 32 bytes; ESSIV always uses
+// AES-256 for the IV because SHA-256 yields 32 bytes, as dm-crypt does.
+//
+// The unit number is the value fed to the IV generator, nothing more. dm-crypt
+// counts it in 512-byte sectors even when its sector_size is larger, unless the
+// iv_large_sectors option is set; a caller emulating dm-crypt must pass the
+// same number dm-crypt would.
+//
+// # Lengths
+//
+// A data unit must be at least 16 bytes (one AES block). When its length is a
+// multiple of 16 the output is plain XTS / plain CBC and byte-identical to
+// dm-crypt. Otherwise:
+//
+//   - XTS uses ciphertext stealing as specified in IEEE 1619-2007 sections
+//     5.3.2 (encryption) and 5.4.2 (decryption).
+//   - CBC uses CBC-CS2 from the NIST SP 800-38A Addendum (2010). CS2 was chosen
+//     over CS1 and CS3 because it is the only variant that is identical to
+//     plain CBC (and so to dm-crypt) when the length is a multiple of 16, while
+//     for other lengths it is the widely deployed Kerberos (RFC 3962) layout,
+//     i.e. CS3: the last two blocks swapped, the partial block last.
+//
+// IEEE 1619 limits an XTS data unit to 2^20 AES blocks (16 MiB); this package
+// does not enforce that but callers should stay below it.
+//
+// # Concurrency and allocation
+//
+// A Cipher is immutable after New and safe for concurrent use. Encrypt and
+// Decrypt do not allocate: the key schedules are expanded once in New, the XTS
+// tweak is kept in two uint64 halves, and the one 16-byte scratch buffer the
+// block cipher interface needs (to encrypt the tweak or the ESSIV IV) is the
+// first block of dst, saved and restored around the use.
 package sector
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+)
 
 // ErrKeySize is returned for a key whose length the mode does not accept.
 var ErrKeySize = errors.New("sector: invalid key size")
@@ -32,10 +81,76 @@ type Cipher interface {
 	KeySize() int
 }
 
+// blockSize is the AES block size. Every mode here works on 16-byte blocks.
+const blockSize = 16
+
+// ivMode selects how the unit number becomes the XTS tweak or the CBC IV.
+type ivMode uint8
+
+const (
+	ivPlain   ivMode = iota // LE32(unit mod 2^32), zero padded (dm-crypt "plain")
+	ivPlain64               // LE64(unit), zero padded (dm-crypt "plain64")
+	ivESSIV                 // AES-256 under SHA-256(key) of the plain64 block
+)
+
 // New returns the cipher for a dm-crypt specification such as
 // "aes-xts-plain64", "aes-xts-plain", "aes-cbc-essiv:sha256" or
 // "aes-cbc-plain64", with key. XTS takes 32 or 64 byte keys (AES-128/256),
 // CBC 16, 24 or 32.
+//
+// Errors wrap ErrUnsupported or ErrKeySize (test with errors.Is). New does not
+// keep a reference to key.
 func New(spec string, key []byte) (Cipher, error) {
-	panic("TODO: implemented by the sector work")
+	switch spec {
+	case "aes-xts-plain64":
+		return newXTS(spec, key, ivPlain64)
+	case "aes-xts-plain":
+		return newXTS(spec, key, ivPlain)
+	case "aes-cbc-essiv:sha256":
+		return newCBC(spec, key, ivESSIV)
+	case "aes-cbc-plain64":
+		return newCBC(spec, key, ivPlain64)
+	case "aes-cbc-plain":
+		return newCBC(spec, key, ivPlain)
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnsupported, spec)
+}
+
+// ivWords returns the unencrypted IV / tweak block for unit as its two
+// little-endian 64-bit halves. Only the low half can be non-zero: dm-crypt's
+// plain and plain64 generators zero-pad a 32- or 64-bit sector number.
+func ivWords(mode ivMode, unit uint64) (lo, hi uint64) {
+	if mode == ivPlain {
+		return unit & 0xffffffff, 0
+	}
+	return unit, 0
+}
+
+// checkLengths enforces the Cipher contract and returns len(src). Violations
+// are programmer errors (a caller passing a wrong buffer), not data errors, so
+// they panic, as crypto/cipher does.
+func checkLengths(op string, dst, src []byte) int {
+	n := len(src)
+	if n < blockSize {
+		panic(fmt.Sprintf("sector: %s: data unit of %d bytes is shorter than one 16-byte block", op, n))
+	}
+	if len(dst) < n {
+		panic(fmt.Sprintf("sector: %s: dst (%d bytes) is shorter than src (%d bytes)", op, len(dst), n))
+	}
+	if inexactOverlap(dst[:n], src) {
+		panic("sector: " + op + ": dst and src overlap but are not the same slice")
+	}
+	return n
+}
+
+// inexactOverlap reports whether x and y share memory at different offsets
+// (the same check as crypto/internal/alias). Writing block i of dst would then
+// destroy a block of src not yet read. It only compares addresses.
+func inexactOverlap(x, y []byte) bool {
+	if len(x) == 0 || len(y) == 0 || &x[0] == &y[0] {
+		return false
+	}
+	xs := uintptr(unsafe.Pointer(&x[0]))
+	ys := uintptr(unsafe.Pointer(&y[0]))
+	return xs <= ys+uintptr(len(y)-1) && ys <= xs+uintptr(len(x)-1)
 }

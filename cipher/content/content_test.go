@@ -1,0 +1,159 @@
+package content
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestHeaderRoundTrip(t *testing.T) {
+	e, err := NewEngine("aes-xts-plain64", 64, make([]byte, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.NewHeader()
+	var b [HeaderSize]byte
+	h.Marshal(b[:])
+	if !bytes.Equal(b[:4], []byte("TwCr")) || b[5] != Version || b[6] != CipherXTS || b[7] != 64 {
+		t.Fatalf("header bytes % x", b)
+	}
+	got, err := ParseHeader(b[:])
+	if err != nil || got != h {
+		t.Fatalf("ParseHeader = %+v, %v; want %+v", got, err, h)
+	}
+	if h2 := e.NewHeader(); h2.FileID == h.FileID {
+		t.Fatal("two headers with the same file id")
+	}
+}
+
+func TestParseHeaderRejects(t *testing.T) {
+	var good [HeaderSize]byte
+	h := Header{Version: Version, CipherID: CipherCBC, KeyBytes: 32}
+	h.Marshal(good[:])
+	mod := func(f func(b []byte)) []byte {
+		b := append([]byte(nil), good[:]...)
+		f(b)
+		return b
+	}
+	cases := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"short", good[:HeaderSize-1], ErrCorruptHeader},
+		{"empty", nil, ErrCorruptHeader},
+		{"magic", mod(func(b []byte) { b[0] = 'X' }), ErrNotOurs},
+		{"version", mod(func(b []byte) { b[5] = 9 }), ErrCorruptHeader},
+		{"reserved", mod(func(b []byte) { b[31] = 1 }), ErrCorruptHeader},
+	}
+	for _, c := range cases {
+		if _, err := ParseHeader(c.b); !errors.Is(err, c.want) {
+			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, plain := range []int64{0, 1, 15, 16, 17, 4095, 4096, 4097, 8191, 8192, 1 << 20, 5 << 30} {
+		lower := LowerSize(plain)
+		got, err := PlainSize(lower)
+		if err != nil || got != plain {
+			t.Errorf("PlainSize(LowerSize(%d)=%d) = %d, %v", plain, lower, got, err)
+		}
+		// The units tile the lower file exactly.
+		var end int64 = HeaderSize
+		if plain == 0 {
+			end = 0
+		}
+		for e := int64(0); UnitSize(e, plain) > 0; e++ {
+			if UnitOffset(e) != HeaderSize+e*ExtentSize {
+				t.Fatalf("UnitOffset(%d)", e)
+			}
+			end = UnitOffset(e) + int64(UnitSize(e, plain))
+		}
+		if end != lower {
+			t.Errorf("plain %d: units end at %d, lower size %d", plain, end, lower)
+		}
+	}
+	for _, bad := range []int64{1, HeaderSize - 1, HeaderSize + 1, HeaderSize + TrailerSize - 1} {
+		if _, err := PlainSize(bad); !errors.Is(err, ErrCorruptSize) {
+			t.Errorf("PlainSize(%d) err = %v", bad, err)
+		}
+	}
+	if n, err := PlainSize(HeaderSize); n != 0 || err != nil {
+		t.Errorf("header-only file: %d, %v", n, err)
+	}
+}
+
+func TestFileCipher(t *testing.T) {
+	master := bytes.Repeat([]byte{7}, 64)
+	for _, c := range []struct {
+		spec string
+		kb   int
+	}{{"aes-xts-plain64", 32}, {"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 16}, {"aes-cbc-essiv:sha256", 32}} {
+		e, err := NewEngine(c.spec, c.kb, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h1, h2 := e.NewHeader(), e.NewHeader()
+		f1, err := e.FileCipher(&h1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f2, _ := e.FileCipher(&h2)
+		plain := bytes.Repeat([]byte("twincrypt"), 500)[:ExtentSize]
+		c1, c2 := make([]byte, ExtentSize), make([]byte, ExtentSize)
+		f1.EncryptUnit(c1, plain, 3)
+		f2.EncryptUnit(c2, plain, 3)
+		if bytes.Equal(c1, c2) {
+			t.Errorf("%s: two files give the same ciphertext", c.spec)
+		}
+		f1.EncryptUnit(c2, plain, 4)
+		if bytes.Equal(c1, c2) {
+			t.Errorf("%s: two extents give the same ciphertext", c.spec)
+		}
+		back := make([]byte, ExtentSize)
+		f1.DecryptUnit(back, c1, 3)
+		if !bytes.Equal(back, plain) {
+			t.Errorf("%s: round trip", c.spec)
+		}
+		// A tail unit of 1 byte plus the trailer.
+		tail := append([]byte{'x'}, make([]byte, TrailerSize)...)
+		ct := make([]byte, len(tail))
+		f1.EncryptUnit(ct, tail, 9)
+		f1.DecryptUnit(back[:len(ct)], ct, 9)
+		if !bytes.Equal(back[:len(ct)], tail) {
+			t.Errorf("%s: tail round trip", c.spec)
+		}
+		// Holes read as zeros.
+		zero := make([]byte, ExtentSize)
+		f1.DecryptUnit(back, zero, 5)
+		if !IsZero(back) {
+			t.Errorf("%s: hole not zero", c.spec)
+		}
+		// A header of another cipher is refused.
+		other := Header{Version: Version, CipherID: 99, KeyBytes: uint8(c.kb)}
+		if _, err := e.FileCipher(&other); !errors.Is(err, ErrHeaderMismatch) {
+			t.Errorf("%s: foreign header err = %v", c.spec, err)
+		}
+	}
+}
+
+func FuzzParseHeader(f *testing.F) {
+	var good [HeaderSize]byte
+	h := Header{Version: Version, CipherID: CipherXTS, KeyBytes: 64}
+	h.Marshal(good[:])
+	f.Add(good[:])
+	f.Add([]byte("TwCr"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseHeader(b)
+		if err != nil {
+			return
+		}
+		var out [HeaderSize]byte
+		h.Marshal(out[:])
+		if !bytes.Equal(out[:], b[:HeaderSize]) {
+			t.Fatalf("accepted header does not round-trip: % x", b)
+		}
+	})
+}

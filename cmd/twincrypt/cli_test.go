@@ -1,0 +1,601 @@
+package main
+
+// End-to-end tests of the twincrypt binary: TestMain builds it once, the
+// tests run it as a user would and look at the results from outside
+// (/proc/mounts, the lower directory, exit codes and stderr).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+)
+
+// binPath is the twincrypt binary built by TestMain.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "twincrypt-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "twincrypt")
+	build := exec.Command("go", "build", "-o", binPath, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cheapKDF keeps init and unlock fast in tests.
+var cheapKDF = []string{"--kdf", "argon2id", "--kdf-time", "1", "--kdf-memory", "8192", "--kdf-threads", "1"}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// twincrypt runs the binary with stdin and returns its exit code and output.
+func twincrypt(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("twincrypt %s: %v", strings.Join(args, " "), err)
+		}
+		r.code = ee.ExitCode()
+	}
+	return r
+}
+
+// expectExit checks the exit code and, for failures, the one-line
+// "twincrypt: " error on stderr.
+func (r cliResult) expectExit(t *testing.T, code int, what string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: exit %d, want %d\nstdout: %s\nstderr: %s", what, r.code, code, r.stdout, r.stderr)
+	}
+	if code != 0 && (!strings.HasPrefix(r.stderr, "twincrypt: ") || strings.Count(r.stderr, "\n") != 1) {
+		t.Errorf("%s: stderr is not one 'twincrypt: ' line: %q", what, r.stderr)
+	}
+}
+
+// tempDir is t.TempDir with symlinks resolved, so that it matches the
+// mount points the kernel lists in /proc/mounts.
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func writePassfile(t *testing.T, pass string) string {
+	t.Helper()
+	path := filepath.Join(tempDir(t), "passfile")
+	if err := os.WriteFile(path, []byte(pass+"\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// initVolume creates an encrypted volume with a cheap KDF and returns LOWER.
+func initVolume(t *testing.T, passfile string, extra ...string) string {
+	t.Helper()
+	lower := filepath.Join(tempDir(t), "lower")
+	if err := os.Mkdir(lower, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"init", "--quiet", "--passfile", passfile}, cheapKDF...)
+	args = append(append(args, extra...), lower)
+	twincrypt(t, "", args...).expectExit(t, 0, "init")
+	return lower
+}
+
+func newMountpoint(t *testing.T) string {
+	t.Helper()
+	mnt := filepath.Join(tempDir(t), "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return mnt
+}
+
+// requireFUSE skips tests that mount when this machine cannot.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("skipping: mounting needs /dev/fuse (%v)", err)
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			t.Skip("skipping: not root and fusermount3 is not installed, so nothing can be mounted")
+		}
+	}
+}
+
+// isMounted reports whether /proc/mounts lists mnt.
+func isMounted(t *testing.T, mnt string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 1 && unescapeMountPath(fields[1]) == mnt {
+			return true
+		}
+	}
+	return false
+}
+
+// unmountOnCleanup makes sure mnt is gone after the test, whatever
+// happened, and that the background process serving it has exited.
+func unmountOnCleanup(t *testing.T, mnt string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if isMounted(t, mnt) {
+			if r := twincrypt(t, "", "umount", mnt); r.code != 0 || isMounted(t, mnt) {
+				twincrypt(t, "", "umount", "--lazy", mnt)
+			}
+		}
+		waitDaemonGone(t, mnt)
+	})
+}
+
+// daemonPIDs lists background mount processes serving mnt.
+func daemonPIDs(t *testing.T, mnt string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 0 && args[0] == binPath && bytes.Contains(cmdline, []byte("--"+childFlag)) &&
+			bytes.Contains(cmdline, []byte("\x00"+mnt+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitDaemonGone waits for the background process of mnt to exit, and
+// kills it (by pid; it is this test's) if it does not.
+func waitDaemonGone(t *testing.T, mnt string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := daemonPIDs(t, mnt)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("background process %v for %s still running after unmount; killing it", pids, mnt)
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// assertNoPlaintext checks that LOWER holds neither the plaintext name nor
+// the plaintext content.
+func assertNoPlaintext(t *testing.T, lower, name string, content []byte) {
+	t.Helper()
+	err := filepath.WalkDir(lower, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == name {
+			t.Errorf("LOWER holds the plaintext name: %s", path)
+		}
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(data, content) {
+				t.Errorf("LOWER file %s holds the plaintext content", path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInitCreatesConfig(t *testing.T) {
+	pf := writePassfile(t, "correct horse")
+	lower := filepath.Join(tempDir(t), "lower")
+	if err := os.Mkdir(lower, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := twincrypt(t, "", append(append([]string{"init", "--passfile", pf}, cheapKDF...), lower)...)
+	r.expectExit(t, 0, "init")
+	keyLine := regexp.MustCompile(`(?m)^    [0-9a-f]{8}(-[0-9a-f]{8}){7}-$\n^    [0-9a-f]{8}(-[0-9a-f]{8}){7}$`)
+	if !keyLine.MatchString(r.stdout) {
+		t.Errorf("init does not print a 512-bit master key in groups of 8:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "aes-xts") || !strings.Contains(r.stdout, "512-bit") || !strings.Contains(r.stdout, "argon2id") {
+		t.Errorf("init summary lacks cipher, key bits or kdf:\n%s", r.stdout)
+	}
+	fi, err := os.Stat(filepath.Join(lower, config.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("config mode %v, want 0600", fi.Mode().Perm())
+	}
+
+	// Again on the same directory: refused, config untouched.
+	before, _ := os.ReadFile(filepath.Join(lower, config.FileName))
+	r = twincrypt(t, "", append(append([]string{"init", "--passfile", pf}, cheapKDF...), lower)...)
+	r.expectExit(t, exitInitRefused, "second init")
+	after, _ := os.ReadFile(filepath.Join(lower, config.FileName))
+	if !bytes.Equal(before, after) {
+		t.Error("second init changed the config")
+	}
+}
+
+func TestInitRefusesNonEmptyDir(t *testing.T) {
+	pf := writePassfile(t, "pw")
+	lower := tempDir(t)
+	if err := os.WriteFile(filepath.Join(lower, "precious"), []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := twincrypt(t, "", append(append([]string{"init", "--passfile", pf}, cheapKDF...), lower)...)
+	r.expectExit(t, exitInitRefused, "init of a non-empty dir")
+	if _, err := os.Stat(filepath.Join(lower, config.FileName)); err == nil {
+		t.Error("init wrote a config into a non-empty dir")
+	}
+}
+
+func TestInitQuietAndCBC(t *testing.T) {
+	lower := tempDir(t)
+	// Passphrase from a stdin pipe; --quiet prints nothing.
+	r := twincrypt(t, "from stdin\n", append(append([]string{"init", "--quiet", "--cipher", "aes-cbc", "--key-bytes", "16"}, cheapKDF...), lower)...)
+	r.expectExit(t, 0, "init --quiet")
+	if r.stdout != "" || r.stderr != "" {
+		t.Errorf("--quiet printed: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(lower, config.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c config.Config
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cipher != "aes-cbc" || c.KeyBytes != 16 || c.KDF.Algorithm != "argon2id" || c.KDF.MemoryKiB != 8192 || c.KDF.Time != 1 {
+		t.Errorf("config does not reflect the flags: %+v", c)
+	}
+}
+
+func TestMountMissingConfig(t *testing.T) {
+	pf := writePassfile(t, "pw")
+	r := twincrypt(t, "", "mount", "--passfile", pf, tempDir(t), newMountpoint(t))
+	r.expectExit(t, exitConfigMissing, "mount without config")
+}
+
+func TestMountUnknownCipher(t *testing.T) {
+	pf := writePassfile(t, "pw")
+	lower := initVolume(t, pf)
+	path := filepath.Join(lower, config.FileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	raw["cipher"] = "rot13"
+	data, err = json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mnt := newMountpoint(t)
+	r := twincrypt(t, "", "mount", "--passfile", pf, lower, mnt)
+	r.expectExit(t, exitConfigInvalid, "mount with an unknown cipher")
+	if isMounted(t, mnt) {
+		t.Error("mounted anyway")
+	}
+}
+
+func TestMountWrongPassphrase(t *testing.T) {
+	requireFUSE(t)
+	lower := initVolume(t, writePassfile(t, "right"))
+	wrong := writePassfile(t, "wrong")
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	for _, mode := range [][]string{nil, {"--background"}} {
+		args := append(append([]string{"mount"}, mode...), "--passfile", wrong, lower, mnt)
+		r := twincrypt(t, "", args...)
+		r.expectExit(t, exitWrongPassphrase, strings.Join(args, " "))
+		if !strings.Contains(r.stderr, "wrong passphrase") {
+			t.Errorf("stderr does not say why: %q", r.stderr)
+		}
+		if isMounted(t, mnt) {
+			t.Fatalf("%v: %s is mounted after a wrong passphrase", mode, mnt)
+		}
+	}
+	// From stdin, too.
+	r := twincrypt(t, "wrong\n", "mount", lower, mnt)
+	r.expectExit(t, exitWrongPassphrase, "mount, wrong passphrase on stdin")
+}
+
+func TestMountBackgroundCrypt(t *testing.T) {
+	requireFUSE(t)
+	pf := writePassfile(t, "s3cret passphrase")
+	lower := initVolume(t, pf)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+
+	r := twincrypt(t, "", "mount", "--background", "--passfile", pf, lower, mnt)
+	r.expectExit(t, 0, "mount --background")
+	if !isMounted(t, mnt) {
+		t.Fatalf("%s not in /proc/mounts after mount --background", mnt)
+	}
+	if len(daemonPIDs(t, mnt)) != 1 {
+		t.Errorf("background processes for %s: %v, want one", mnt, daemonPIDs(t, mnt))
+	}
+
+	const name = "plaintext-name-7f3a.txt"
+	content := []byte("attack at dawn, twincrypt end-to-end test content\n")
+	if err := os.WriteFile(filepath.Join(mnt, name), content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(mnt, name))
+	if err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("read back %q, %v; want %q", got, err, content)
+	}
+	assertNoPlaintext(t, lower, name, content)
+
+	// Busy-free unmount through the CLI; the daemon exits.
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+	if isMounted(t, mnt) {
+		t.Fatalf("%s still mounted after umount", mnt)
+	}
+	waitDaemonGone(t, mnt)
+	twincrypt(t, "", "umount", mnt).expectExit(t, exitMountpoint, "umount of a non-mount")
+
+	// Mount again: the file survives and still decrypts.
+	twincrypt(t, "", "mount", "--background", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "remount")
+	got, err = os.ReadFile(filepath.Join(mnt, name))
+	if err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("after remount: read back %q, %v", got, err)
+	}
+}
+
+func TestMountBackgroundReadOnly(t *testing.T) {
+	requireFUSE(t)
+	pf := writePassfile(t, "pw")
+	lower := initVolume(t, pf)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	// Read-write first, to put a file there (a volume also needs one
+	// read-write mount before it can be mounted read-only).
+	twincrypt(t, "", "mount", "--background", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount")
+	if err := os.WriteFile(filepath.Join(mnt, "kept"), []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+	waitDaemonGone(t, mnt)
+
+	twincrypt(t, "", "mount", "--background", "--quiet", "-o", "ro", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount -o ro")
+	if got, err := os.ReadFile(filepath.Join(mnt, "kept")); err != nil || string(got) != "kept" {
+		t.Errorf("read on a read-only mount: %q, %v", got, err)
+	}
+	err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o600)
+	if !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write to a read-only mount: %v, want EROFS", err)
+	}
+}
+
+func TestMountPassthroughTwin(t *testing.T) {
+	requireFUSE(t)
+	lower := tempDir(t)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+
+	// No config and no passphrase: stdin is empty and must not be read.
+	r := twincrypt(t, "", "mount", "--background", "--passthrough", lower, mnt)
+	r.expectExit(t, 0, "mount --passthrough --background")
+	if !isMounted(t, mnt) {
+		t.Fatalf("%s not in /proc/mounts", mnt)
+	}
+	content := []byte("twin content")
+	if err := os.WriteFile(filepath.Join(mnt, "plain.txt"), content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The twin is a null transform: same name, same bytes below.
+	got, err := os.ReadFile(filepath.Join(lower, "plain.txt"))
+	if err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("LOWER/plain.txt = %q, %v; want %q", got, err, content)
+	}
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount twin")
+	if isMounted(t, mnt) {
+		t.Fatalf("%s still mounted", mnt)
+	}
+	waitDaemonGone(t, mnt)
+}
+
+func TestMountForegroundSIGINT(t *testing.T) {
+	requireFUSE(t)
+	pf := writePassfile(t, "pw")
+	lower := initVolume(t, pf)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+
+	cmd := exec.Command(binPath, "mount", "--passfile", pf, lower, mnt)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !isMounted(t, mnt) {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("foreground mount exited early: %v\nstderr: %s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not mounted after 30 s; stderr: %s", mnt, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Fatalf("foreground mount after SIGINT: %v\nstderr: %s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("foreground mount did not exit within 20 s of SIGINT")
+	}
+	if isMounted(t, mnt) {
+		t.Errorf("%s still mounted after SIGINT", mnt)
+	}
+	if !strings.Contains(stdout.String(), "Mounted "+lower+" at "+mnt) {
+		t.Errorf("no ready message on stdout: %q", stdout.String())
+	}
+}
+
+func TestMountRefusesBadMountpoints(t *testing.T) {
+	pf := writePassfile(t, "pw")
+	lower := tempDir(t)
+	if err := os.Mkdir(filepath.Join(lower, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	full := tempDir(t)
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(full, "x")
+	for _, mnt := range []string{filepath.Join(lower, "sub"), lower, full, file, filepath.Join(full, "missing")} {
+		r := twincrypt(t, "", "mount", "--passfile", pf, lower, mnt)
+		r.expectExit(t, exitMountpoint, "mount at "+mnt)
+		if isMounted(t, mnt) {
+			t.Errorf("%s mounted", mnt)
+		}
+	}
+}
+
+func TestBenchDemo(t *testing.T) {
+	requireFUSE(t)
+	dir := tempDir(t)
+	r := twincrypt(t, "", "bench", "--dir", dir, "--size", "8", "--files", "50")
+	r.expectExit(t, 0, "bench")
+	for _, want := range []string{"plain", "twin", "crypt", "crypt/twin", "twin/plain", "seqwrite 8 MiB", "seqread 8 MiB", "create+stat+delete 50"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("bench left %d entries in --dir", len(left))
+	}
+	mounts, _ := os.ReadFile("/proc/mounts")
+	if bytes.Contains(mounts, []byte(dir)) {
+		t.Errorf("bench left a mount under %s", dir)
+	}
+}
+
+func TestUmountBusyAndLazy(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: fusermount3 -u without -z does not report busy mounts the same way as umount(2)")
+	}
+	lower := tempDir(t)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	twincrypt(t, "", "mount", "--background", "--quiet", "--passthrough", lower, mnt).expectExit(t, 0, "mount twin")
+
+	f, err := os.Create(filepath.Join(mnt, "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := twincrypt(t, "", "umount", mnt)
+	r.expectExit(t, exitError, "umount of a busy mount")
+	if !strings.Contains(r.stderr, "busy") || !isMounted(t, mnt) {
+		t.Fatalf("busy umount: stderr %q, mounted %v", r.stderr, isMounted(t, mnt))
+	}
+	twincrypt(t, "", "umount", "--lazy", mnt).expectExit(t, 0, "umount --lazy")
+	if isMounted(t, mnt) {
+		t.Fatal("still listed after umount --lazy")
+	}
+	// The open file still works until it is closed; then the daemon exits.
+	if _, err := f.WriteString("still open"); err != nil {
+		t.Errorf("write to a file on a lazily unmounted mount: %v", err)
+	}
+	f.Close()
+	waitDaemonGone(t, mnt)
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/kdf"
+)
+
+type initFlags struct {
+	cipher         string
+	keyBytes       int
+	kdf            string
+	kdfTime        uint32
+	kdfMemoryKiB   uint32
+	kdfThreads     uint8
+	scryptLogN     int
+	pbkdf2Iter     int
+	plaintextNames bool
+	passfile       string
+	quiet          bool
+}
+
+func newInitCmd() *cobra.Command {
+	var f initFlags
+	cmd := &cobra.Command{
+		Use:   "init [flags] LOWER",
+		Short: "Create an encrypted volume in an empty directory",
+		Long: `Create an encrypted volume in LOWER, which must exist and be empty.
+
+init generates a random master key, wraps it with a key derived from your
+passphrase and writes it to LOWER/` + config.FileName + ` (mode 0600). The
+passphrase is read from --passfile, else from the terminal without echo
+(asked twice), else as one line from stdin when stdin is not a terminal.
+
+The master key is printed once. If the config file is ever damaged or the
+passphrase forgotten, it is the only way back to your data: write it down
+and keep it somewhere safe. Use --quiet to suppress it (scripts, tests).
+
+Ciphers (eCryptfs calls these ecryptfs_cipher / ecryptfs_key_bytes):
+  aes-xts   AES in XTS mode per 4096-byte extent; --key-bytes 64 (AES-256,
+            default) or 32 (AES-128)
+  aes-cbc   eCryptfs-style AES-CBC with a per-extent IV; --key-bytes 32
+            (AES-256, default) or 16 (AES-128)
+
+Key derivation (--kdf): argon2id (default), scrypt or pbkdf2. The cost flags
+override the defaults of the chosen function only; giving a cost flag of
+another function is an error.`,
+		Example: `  # Interactive: asks for the passphrase twice
+  twincrypt init ~/vault.enc
+
+  # AES-128-CBC, eCryptfs-like, passphrase from a file
+  twincrypt init --cipher aes-cbc --key-bytes 16 --passfile ~/.vault-pass ~/vault.enc
+
+  # Cheaper KDF for a throwaway test volume
+  echo test | twincrypt init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet /tmp/t.enc`,
+		Args: exactArgs(1, "LOWER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runInit(cmd, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringVar(&f.cipher, "cipher", "aes-xts", "content cipher: aes-xts or aes-cbc")
+	fl.IntVar(&f.keyBytes, "key-bytes", 0, "key size in bytes: aes-xts 32|64 (default 64), aes-cbc 16|32 (default 32); 0 = default")
+	fl.StringVar(&f.kdf, "kdf", "argon2id", "passphrase key derivation: argon2id, scrypt or pbkdf2")
+	fl.Uint32Var(&f.kdfTime, "kdf-time", 0, "argon2id passes (default: the KDF's default)")
+	fl.Uint32Var(&f.kdfMemoryKiB, "kdf-memory", 0, "argon2id memory in KiB (default: the KDF's default)")
+	fl.Uint8Var(&f.kdfThreads, "kdf-threads", 0, "argon2id parallelism (default: the KDF's default)")
+	fl.IntVar(&f.scryptLogN, "scrypt-logn", 0, "scrypt cost: N = 2^logn (default: the KDF's default)")
+	fl.IntVar(&f.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations (default: the KDF's default)")
+	fl.BoolVar(&f.plaintextNames, "plaintext-names", false, "do not encrypt file names")
+	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success (not even the master key)")
+	return cmd
+}
+
+func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
+	keyBytes, err := resolveKeyBytes(f.cipher, f.keyBytes)
+	if err != nil {
+		return err
+	}
+	params, err := kdfParamsFromFlags(f, cmd.Flags().Changed)
+	if err != nil {
+		return err
+	}
+	lower, err := realDir(lowerArg, "LOWER")
+	if err != nil {
+		return err
+	}
+	// Refuse before asking for the passphrase twice; Create checks again.
+	if err := checkInitTarget(lower); err != nil {
+		return err
+	}
+
+	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	pass, err := src.read(true)
+	if err != nil {
+		return err
+	}
+	defer wipe(pass)
+
+	cfg, masterKey, err := config.Create(lower, pass, config.Options{
+		Cipher:         f.cipher,
+		KeyBytes:       keyBytes,
+		PlaintextNames: f.plaintextNames,
+		KDF:            params,
+		Creator:        "twincrypt " + buildVersion(),
+	})
+	if err != nil {
+		if errors.Is(err, kdf.ErrParams) || errors.Is(err, config.ErrKeyBytes) || errors.Is(err, config.ErrUnknownCipher) {
+			// These came from our flags, not from a file on disk.
+			return &classifiedError{class: errUsage, err: fmt.Errorf("init %s: %w", lower, err)}
+		}
+		return fmt.Errorf("init %s: %w", lower, err)
+	}
+	defer wipe(masterKey)
+	if f.quiet {
+		return nil
+	}
+	out := cmd.OutOrStdout()
+	printMasterKey(out, masterKey)
+	fmt.Fprintf(out, "Created %s\n", initSummary(lower, cfg))
+	return nil
+}
+
+// resolveKeyBytes checks --cipher and --key-bytes and fills in the default
+// key size (0 = default).
+func resolveKeyBytes(cipher string, keyBytes int) (int, error) {
+	var allowed []int
+	switch cipher {
+	case "aes-xts":
+		allowed = []int{64, 32} // default first
+	case "aes-cbc":
+		allowed = []int{32, 16}
+	default:
+		return 0, usageErrorf("unknown --cipher %q (use aes-xts or aes-cbc)", cipher)
+	}
+	if keyBytes == 0 {
+		return allowed[0], nil
+	}
+	for _, n := range allowed {
+		if keyBytes == n {
+			return n, nil
+		}
+	}
+	return 0, usageErrorf("--key-bytes %d is not valid for %s (use %d or %d)", keyBytes, cipher, allowed[1], allowed[0])
+}
+
+// kdfCostFlags lists, per algorithm, the cost flags that apply to it.
+var kdfCostFlags = map[string][]string{
+	"argon2id": {"kdf-time", "kdf-memory", "kdf-threads"},
+	"scrypt":   {"scrypt-logn"},
+	"pbkdf2":   {"pbkdf2-iter"},
+}
+
+// checkKDFFlags refuses an unknown --kdf and cost flags of another KDF
+// (changed reports whether a flag was given on the command line).
+func checkKDFFlags(alg string, changed func(string) bool) error {
+	own, ok := kdfCostFlags[alg]
+	if !ok {
+		return usageErrorf("unknown --kdf %q (use argon2id, scrypt or pbkdf2)", alg)
+	}
+	for other, flags := range kdfCostFlags {
+		if other == alg {
+			continue
+		}
+		for _, fl := range flags {
+			if changed(fl) {
+				return usageErrorf("--%s applies to --kdf %s, not %s (own cost flags: --%s)",
+					fl, other, alg, strings.Join(own, ", --"))
+			}
+		}
+	}
+	return nil
+}
+
+// kdfParamsFromFlags starts from kdf.Default and overrides the costs that
+// were given on the command line.
+func kdfParamsFromFlags(f initFlags, changed func(string) bool) (kdf.Params, error) {
+	if err := checkKDFFlags(f.kdf, changed); err != nil {
+		return kdf.Params{}, err
+	}
+	p, err := kdf.Default(f.kdf)
+	if err != nil {
+		return kdf.Params{}, fmt.Errorf("kdf defaults for %s: %w", f.kdf, err)
+	}
+	if changed("kdf-time") {
+		p.Time = f.kdfTime
+	}
+	if changed("kdf-memory") {
+		p.MemoryKiB = f.kdfMemoryKiB
+	}
+	if changed("kdf-threads") {
+		p.Threads = f.kdfThreads
+	}
+	if changed("scrypt-logn") {
+		p.LogN = f.scryptLogN
+	}
+	if changed("pbkdf2-iter") {
+		p.Iterations = f.pbkdf2Iter
+	}
+	if err := p.Validate(); err != nil {
+		return kdf.Params{}, &classifiedError{class: errUsage, err: fmt.Errorf("KDF cost flags: %w", err)}
+	}
+	return p, nil
+}
+
+// checkInitTarget refuses a LOWER that already has a config or any entry.
+func checkInitTarget(lower string) error {
+	if _, err := os.Lstat(filepath.Join(lower, config.FileName)); err == nil {
+		return fmt.Errorf("init %s: %w", lower, config.ErrExists)
+	}
+	d, err := os.Open(lower)
+	if err != nil {
+		return fmt.Errorf("init %s: %w", lower, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(1)
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("init %s: %w", lower, err)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("init %s: %w", lower, config.ErrNotEmpty)
+	}
+	return nil
+}
+
+// formatMasterKey renders key as hex in groups of 8 digits joined by '-',
+// eight groups to a line (gocryptfs style); a line that continues ends in
+// '-' so the lines can be joined back verbatim.
+func formatMasterKey(key []byte) []string {
+	h := hex.EncodeToString(key)
+	var groups []string
+	for len(h) > 8 {
+		groups = append(groups, h[:8])
+		h = h[8:]
+	}
+	if h != "" {
+		groups = append(groups, h)
+	}
+	var lines []string
+	for len(groups) > 8 {
+		lines = append(lines, strings.Join(groups[:8], "-")+"-")
+		groups = groups[8:]
+	}
+	return append(lines, strings.Join(groups, "-"))
+}
+
+func printMasterKey(w io.Writer, key []byte) {
+	fmt.Fprintln(w, "Your master key is:")
+	fmt.Fprintln(w)
+	for _, line := range formatMasterKey(key) {
+		fmt.Fprintf(w, "    %s\n", line)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, `If %s is damaged or you forget your passphrase, the master key
+is the only way to recover your data. Write it down and keep it somewhere
+safe, away from the encrypted directory. This message is printed only once.
+
+`, config.FileName)
+}
+
+// initSummary is the one-line description of a new volume.
+func initSummary(lower string, c *config.Config) string {
+	names := "encrypted names"
+	if c.PlaintextNames {
+		names = "plaintext names"
+	}
+	return fmt.Sprintf("%s volume in %s: %d-bit key, kdf %s, %s",
+		c.Cipher, lower, c.KeyBytes*8, kdfSummary(c.KDF), names)
+}
+
+func kdfSummary(p kdf.Params) string {
+	switch p.Algorithm {
+	case "argon2id":
+		mem := fmt.Sprintf("%d KiB", p.MemoryKiB)
+		if p.MemoryKiB%1024 == 0 {
+			mem = fmt.Sprintf("%d MiB", p.MemoryKiB/1024)
+		}
+		return fmt.Sprintf("argon2id (t=%d, m=%s, p=%d)", p.Time, mem, p.Threads)
+	case "scrypt":
+		return fmt.Sprintf("scrypt (N=2^%d, r=%d, p=%d)", p.LogN, p.R, p.P)
+	case "pbkdf2":
+		return fmt.Sprintf("pbkdf2-%s (%d iterations)", p.Hash, p.Iterations)
+	}
+	return p.Algorithm
+}

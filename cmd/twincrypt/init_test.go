@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+)
+
+func TestResolveKeyBytes(t *testing.T) {
+	tests := []struct {
+		cipher string
+		in     int
+		want   int
+		ok     bool
+	}{
+		{"aes-xts", 0, 64, true},
+		{"aes-xts", 64, 64, true},
+		{"aes-xts", 32, 32, true},
+		{"aes-xts", 16, 0, false},
+		{"aes-cbc", 0, 32, true},
+		{"aes-cbc", 16, 16, true},
+		{"aes-cbc", 32, 32, true},
+		{"aes-cbc", 64, 0, false},
+		{"aes-cbc", -1, 0, false},
+		{"aes-gcm", 0, 0, false},
+	}
+	for _, tt := range tests {
+		got, err := resolveKeyBytes(tt.cipher, tt.in)
+		if tt.ok != (err == nil) || got != tt.want {
+			t.Errorf("resolveKeyBytes(%q, %d) = %d, %v", tt.cipher, tt.in, got, err)
+		}
+		if err != nil && exitCode(err) != exitUsage {
+			t.Errorf("resolveKeyBytes(%q, %d): exit code %d, want usage", tt.cipher, tt.in, exitCode(err))
+		}
+	}
+}
+
+func TestCheckKDFFlags(t *testing.T) {
+	tests := []struct {
+		alg     string
+		changed []string
+		ok      bool
+	}{
+		{"argon2id", nil, true},
+		{"argon2id", []string{"kdf-time", "kdf-memory", "kdf-threads"}, true},
+		{"argon2id", []string{"kdf-time", "scrypt-logn"}, false},
+		{"scrypt", []string{"scrypt-logn"}, true},
+		{"scrypt", []string{"pbkdf2-iter"}, false},
+		{"pbkdf2", []string{"pbkdf2-iter"}, true},
+		{"pbkdf2", []string{"kdf-threads"}, false},
+		{"bcrypt", nil, false},
+		{"", nil, false},
+	}
+	for _, tt := range tests {
+		changed := func(name string) bool {
+			for _, c := range tt.changed {
+				if c == name {
+					return true
+				}
+			}
+			return false
+		}
+		err := checkKDFFlags(tt.alg, changed)
+		if tt.ok != (err == nil) || (err != nil && exitCode(err) != exitUsage) {
+			t.Errorf("checkKDFFlags(%q, %v) = %v", tt.alg, tt.changed, err)
+		}
+	}
+}
+
+func TestFormatMasterKey(t *testing.T) {
+	key := make([]byte, 64)
+	for i := range key {
+		key[i] = byte(i)
+	}
+	lines := formatMasterKey(key)
+	if len(lines) != 2 {
+		t.Fatalf("64-byte key in %d lines: %q", len(lines), lines)
+	}
+	group := regexp.MustCompile(`^[0-9a-f]{8}(-[0-9a-f]{8}){7}-?$`)
+	for _, l := range lines {
+		if !group.MatchString(l) {
+			t.Errorf("line %q is not 8 dash-separated groups of 8 hex digits", l)
+		}
+	}
+	joined := strings.ReplaceAll(strings.Join(lines, ""), "-", "")
+	if joined != "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"+
+		"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f" {
+		t.Errorf("key does not round-trip: %s", joined)
+	}
+	if got := formatMasterKey(key[:16]); len(got) != 1 || got[0] != "00010203-04050607-08090a0b-0c0d0e0f" {
+		t.Errorf("16-byte key: %q", got)
+	}
+
+	var out bytes.Buffer
+	printMasterKey(&out, key[:32])
+	if !strings.Contains(out.String(), "    00010203-04050607-08090a0b-0c0d0e0f-10111213-14151617-18191a1b-1c1d1e1f\n") ||
+		!strings.Contains(out.String(), "only way") {
+		t.Errorf("printMasterKey:\n%s", out.String())
+	}
+}
+
+func TestCheckInitTarget(t *testing.T) {
+	empty := t.TempDir()
+	if err := checkInitTarget(empty); err != nil {
+		t.Errorf("empty dir: %v", err)
+	}
+	withConf := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withConf, config.FileName), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkInitTarget(withConf); !errors.Is(err, config.ErrExists) || exitCode(err) != exitInitRefused {
+		t.Errorf("dir with config: %v", err)
+	}
+	full := t.TempDir()
+	if err := os.Mkdir(filepath.Join(full, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkInitTarget(full); !errors.Is(err, config.ErrNotEmpty) || exitCode(err) != exitInitRefused {
+		t.Errorf("non-empty dir: %v", err)
+	}
+}
+
+func TestChildArgsNeverCarryThePassphrase(t *testing.T) {
+	f := mountFlags{passfile: "/secret/pass", passthrough: false, quiet: true, logFile: "/var/log/x", background: true}
+	plan := &mountPlan{lower: "/l", mnt: "/m", opts: mountOpts{ro: true, debug: true}}
+	args := childArgs(f, plan)
+	got := strings.Join(args, " ")
+	want := "mount --" + childFlag + " -o ro,debug --quiet -- /l /m"
+	if got != want {
+		t.Errorf("childArgs = %q, want %q", got, want)
+	}
+}

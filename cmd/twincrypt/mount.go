@@ -1,0 +1,292 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/fs"
+)
+
+type mountFlags struct {
+	passfile          string
+	passthrough       bool
+	kernelPassthrough bool
+	ro                bool
+	opts              []string
+	background        bool
+	debug             bool
+	quiet             bool
+	logFile           string
+	// child marks the re-executed background process (hidden flag).
+	child bool
+}
+
+// childFlag is the hidden flag that marks the background mount process.
+// Its passphrase arrives on stdin, its readiness pipe is fd 3.
+const childFlag = "internal-background-child"
+
+func newMountCmd() *cobra.Command {
+	var f mountFlags
+	cmd := &cobra.Command{
+		Use:   "mount [flags] LOWER MNT",
+		Short: "Mount an encrypted volume (or the passthrough twin) at MNT",
+		Long: `Mount the encrypted volume in LOWER at the empty directory MNT.
+
+The passphrase is read once from --passfile, else from the terminal without
+echo, else as one line from stdin. A wrong passphrase prints one line and
+exits with code 12; nothing is mounted.
+
+By default twincrypt stays in the foreground and unmounts on Ctrl-C or
+SIGTERM. With --background it checks the config and the passphrase first,
+then detaches and returns once the filesystem is mounted and ready; errors of
+the background process are reported by the command that started it. Unmount
+with 'twincrypt umount MNT'.
+
+--passthrough mounts the twin instead: the same FUSE code over a plain
+directory with the cipher switched off, no config and no passphrase. Every
+READ and WRITE still goes through the daemon, so the twin measures the cost
+of FUSE alone. --kernel-passthrough (twin only) lets the kernel serve reads
+and writes straight from the lower files, as go-fuse's loopback does by
+default when run as root; such a twin is fast but measures nothing.
+
+Mount options (-o, comma separated, may repeat):
+  allow_other   let other users access the mount (needs user_allow_other in
+                /etc/fuse.conf when not root)
+  ro            read-only, like --ro
+  debug         log every FUSE request, like --debug
+  nonempty      allow mounting over a non-empty MNT`,
+		Example: `  # Foreground, passphrase from the terminal; Ctrl-C unmounts
+  twincrypt mount ~/vault.enc ~/vault
+
+  # Background, passphrase from a file, read-only
+  twincrypt mount --background --passfile ~/.vault-pass -o ro ~/vault.enc ~/vault
+  twincrypt umount ~/vault
+
+  # The passthrough twin over a plain directory, for timing comparison
+  twincrypt mount --background --passthrough /srv/plain /mnt/twin`,
+		Args: exactArgs(2, "LOWER and MNT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.child {
+				return runMountChild(cmd, f, args[0], args[1])
+			}
+			return runMount(cmd, f, args[0], args[1])
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
+	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
+	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
+	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
+	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty (comma separated)")
+	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")
+	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request and reply")
+	fl.StringVar(&f.logFile, "log", "", "append log output to `FILE` (in --background mode the only place it goes)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
+	fl.BoolVar(&f.child, childFlag, false, "internal: this is the background mount process")
+	_ = fl.MarkHidden(childFlag)
+	return cmd
+}
+
+// mountPlan is a mount whose arguments have been validated.
+type mountPlan struct {
+	lower, mnt string
+	opts       mountOpts
+	cfg        *config.Config // nil for the passthrough twin
+}
+
+// planMount validates flags, LOWER, MNT and the config; it reads no
+// passphrase, so that nothing is asked for a mount that cannot happen.
+func planMount(f mountFlags, lowerArg, mntArg string) (*mountPlan, error) {
+	opts, err := parseMountOpts(f.opts)
+	if err != nil {
+		return nil, err
+	}
+	opts.ro = opts.ro || f.ro
+	opts.debug = opts.debug || f.debug
+	if f.kernelPassthrough && !f.passthrough {
+		return nil, usageErrorf("--kernel-passthrough needs --passthrough: the encrypted mount must see every READ and WRITE")
+	}
+	lower, err := realDir(lowerArg, "LOWER")
+	if err != nil {
+		return nil, err
+	}
+	mnt, err := realDir(mntArg, "mountpoint")
+	if err != nil {
+		return nil, &classifiedError{class: errMountpoint, err: err}
+	}
+	if err := checkMountpoint(lower, mnt, opts.nonempty); err != nil {
+		return nil, err
+	}
+	p := &mountPlan{lower: lower, mnt: mnt, opts: opts}
+	if f.passthrough {
+		return p, nil
+	}
+	p.cfg, err = config.Load(lower)
+	if err != nil {
+		return nil, fmt.Errorf("load config of %s: %w", lower, err)
+	}
+	return p, nil
+}
+
+func (p *mountPlan) unlock(pass []byte) ([]byte, error) {
+	key, err := p.cfg.Unlock(pass)
+	if err != nil {
+		return nil, fmt.Errorf("unlock %s: %w", p.lower, err)
+	}
+	return key, nil
+}
+
+func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
+	plan, err := planMount(f, lowerArg, mntArg)
+	if err != nil {
+		return err
+	}
+	stderr := cmd.ErrOrStderr()
+	if f.passthrough && !f.quiet {
+		if _, err := os.Lstat(filepath.Join(plan.lower, config.FileName)); err == nil {
+			fmt.Fprintf(stderr, "twincrypt: warning: %s holds %s; the twin shows its encrypted files as they are\n",
+				plan.lower, config.FileName)
+		}
+	}
+
+	var masterKey []byte
+	if plan.cfg != nil {
+		src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
+		pass, err := src.read(false)
+		if err != nil {
+			return err
+		}
+		defer wipe(pass)
+		masterKey, err = plan.unlock(pass)
+		if err != nil {
+			return err
+		}
+		if f.background {
+			// The child unlocks again with the passphrase it gets over the
+			// pipe; the parent's copy of the key is of no further use.
+			wipe(masterKey)
+			return startBackground(cmd, f, plan, pass)
+		}
+		wipe(pass)
+	} else if f.background {
+		return startBackground(cmd, f, plan, nil)
+	}
+	defer wipe(masterKey)
+
+	logOut, closeLog, err := openLog(f.logFile, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	return serve(plan, masterKey, f.kernelPassthrough, newLogger(logOut, plan.opts.debug), func() {
+		if !f.quiet {
+			fmt.Fprintf(cmd.OutOrStdout(), "Mounted %s at %s (%s). Press Ctrl-C or run 'twincrypt umount %s' to unmount.\n",
+				plan.lower, plan.mnt, plan.describe(), plan.mnt)
+		}
+	})
+}
+
+// describe names the transform for messages.
+func (p *mountPlan) describe() string {
+	if p.cfg == nil {
+		return "passthrough twin"
+	}
+	return fmt.Sprintf("%s, %d-bit key", p.cfg.Cipher, p.cfg.KeyBytes*8)
+}
+
+// serve mounts, calls ready, and blocks until the filesystem is unmounted,
+// by SIGINT/SIGTERM or from outside.
+func serve(plan *mountPlan, masterKey []byte, kernelPassthrough bool, log zerolog.Logger, ready func()) error {
+	srv, err := fs.Mount(plan.mnt, fs.Options{
+		Lower:             plan.lower,
+		Config:            plan.cfg,
+		MasterKey:         masterKey,
+		ReadOnly:          plan.opts.ro,
+		AllowOther:        plan.opts.allowOther,
+		KernelPassthrough: kernelPassthrough,
+		Debug:             plan.opts.debug,
+		Log:               log,
+	})
+	if err != nil {
+		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-sigs:
+				unmountServer(srv, plan.mnt, log)
+			case <-done:
+				return
+			}
+		}
+	}()
+	ready()
+	srv.Wait()
+	return nil
+}
+
+// unmountServer unmounts after a signal. The kernel refuses while files on
+// the mount are open (EBUSY); go-fuse retries briefly, and so do we, then
+// say what to do instead of exiting with the mount still there.
+func unmountServer(srv *fuse.Server, mnt string, log zerolog.Logger) {
+	const attempts = 3
+	var err error
+	for i := 0; i < attempts; i++ {
+		if srv.Unmount() == nil {
+			return
+		}
+		// go-fuse's error after a failed umount(2) is the one of its
+		// fusermount fallback, often "not installed"; ours says "busy".
+		if err = unmountPath(mnt, false); err == nil {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	log.Error().Msgf("%v; still mounted, signal again to retry", err)
+}
+
+// openLog returns where log output goes: path (appended, 0600) when given,
+// else fallback.
+func openLog(path string, fallback *os.File) (*os.File, func(), error) {
+	if path == "" {
+		return fallback, func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log file: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// newLogger is the zerolog console logger the filesystem reports to:
+// warnings (corrupt files, undecryptable names) by default, everything with
+// --debug.
+func newLogger(w io.Writer, debug bool) zerolog.Logger {
+	noColor := true
+	if f, ok := w.(*os.File); ok {
+		noColor = !term.IsTerminal(int(f.Fd()))
+	}
+	level := zerolog.WarnLevel
+	if debug {
+		level = zerolog.DebugLevel
+	}
+	cw := zerolog.ConsoleWriter{Out: w, NoColor: noColor, TimeFormat: time.RFC3339}
+	return zerolog.New(cw).Level(level).With().Timestamp().Logger()
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+)
+
+// maxPassphraseBytes bounds what is read from a passfile, a pipe or the
+// background pipe, so that a wrong --passfile (a disk image, say) fails fast
+// instead of being read into memory.
+const maxPassphraseBytes = 4096
+
+var (
+	errEmptyPassphrase  = errors.New("empty passphrase")
+	errPassphraseLength = fmt.Errorf("passphrase longer than %d bytes", maxPassphraseBytes)
+)
+
+// passphraseSource says where a passphrase comes from. The zero value with
+// stdin set reads the terminal or the pipe on stdin.
+type passphraseSource struct {
+	passfile string    // --passfile; wins over everything else
+	stdin    *os.File  // terminal or pipe
+	prompt   io.Writer // where the terminal prompts go (stderr)
+}
+
+// read returns the passphrase. confirm asks twice on a terminal (init); a
+// passfile or a pipe is read once. The caller wipes the result.
+func (s passphraseSource) read(confirm bool) ([]byte, error) {
+	if s.passfile != "" {
+		return readPassfile(s.passfile)
+	}
+	fd := int(s.stdin.Fd())
+	if term.IsTerminal(fd) {
+		return readTerminal(fd, s.prompt, confirm)
+	}
+	pass, err := readPassLine(s.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("read passphrase from stdin: %w", err)
+	}
+	return pass, nil
+}
+
+// readPassfile returns the first line of path without its line ending
+// ("\n" or "\r\n"). Anything after the first line is ignored, as gocryptfs
+// does, so a passfile may carry a comment below the passphrase.
+func readPassfile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("passfile: %w", err)
+	}
+	defer f.Close()
+	pass, err := readPassLine(f)
+	if err != nil {
+		return nil, fmt.Errorf("passfile %s: %w", path, err)
+	}
+	return pass, nil
+}
+
+// readPassLine reads one line from r, a byte at a time so that nothing
+// after the line is consumed (and no copy is left in a buffer), and strips
+// the trailing "\n" or "\r\n". A missing final newline is fine; an empty
+// line is an error.
+func readPassLine(r io.Reader) ([]byte, error) {
+	buf := make([]byte, 0, 128)
+	var one [1]byte
+	for {
+		n, err := r.Read(one[:])
+		if n == 1 {
+			if one[0] == '\n' {
+				break
+			}
+			if len(buf) == maxPassphraseBytes {
+				wipe(buf)
+				return nil, errPassphraseLength
+			}
+			buf = appendWiping(buf, one[0])
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			wipe(buf)
+			return nil, err
+		}
+	}
+	one[0] = 0
+	buf = bytes.TrimSuffix(buf, []byte("\r"))
+	if len(buf) == 0 {
+		return nil, errEmptyPassphrase
+	}
+	return buf, nil
+}
+
+// readPassAll reads everything from r: the background child gets the exact
+// passphrase bytes from its parent over a pipe, with no line ending.
+func readPassAll(r io.Reader) ([]byte, error) {
+	buf := make([]byte, 0, 128)
+	chunk := make([]byte, 512)
+	defer wipe(chunk)
+	for {
+		n, err := r.Read(chunk)
+		for _, c := range chunk[:n] {
+			if len(buf) == maxPassphraseBytes {
+				wipe(buf)
+				return nil, errPassphraseLength
+			}
+			buf = appendWiping(buf, c)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			wipe(buf)
+			return nil, err
+		}
+	}
+	if len(buf) == 0 {
+		return nil, errEmptyPassphrase
+	}
+	return buf, nil
+}
+
+// readTerminal reads a passphrase without echo. With confirm it asks twice
+// and compares.
+func readTerminal(fd int, prompt io.Writer, confirm bool) ([]byte, error) {
+	fmt.Fprint(prompt, "Passphrase: ")
+	pass, err := term.ReadPassword(fd)
+	fmt.Fprintln(prompt)
+	if err != nil {
+		return nil, fmt.Errorf("read passphrase from terminal: %w", err)
+	}
+	if len(pass) == 0 {
+		return nil, errEmptyPassphrase
+	}
+	if !confirm {
+		return pass, nil
+	}
+	fmt.Fprint(prompt, "Repeat passphrase: ")
+	again, err := term.ReadPassword(fd)
+	fmt.Fprintln(prompt)
+	defer wipe(again)
+	if err != nil {
+		wipe(pass)
+		return nil, fmt.Errorf("read passphrase from terminal: %w", err)
+	}
+	if !bytes.Equal(pass, again) {
+		wipe(pass)
+		return nil, errors.New("passphrases do not match")
+	}
+	return pass, nil
+}
+
+// appendWiping appends c to buf; when append has to grow the array, the old
+// one is wiped so no partial copy of the secret is left behind.
+func appendWiping(buf []byte, c byte) []byte {
+	if len(buf) < cap(buf) {
+		return append(buf, c)
+	}
+	grown := make([]byte, len(buf), 2*cap(buf)+1)
+	copy(grown, buf)
+	wipe(buf)
+	return append(grown, c)
+}
+
+// wipe zeroes secret bytes (passphrases, master keys) once they are used.
+// Go may have copied them elsewhere, so this is damage limitation, not a
+// guarantee.
+func wipe(b []byte) { clear(b) }

@@ -1,0 +1,146 @@
+package fs
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/twincrypt/twincrypt/cipher/content"
+)
+
+// lowerFileOfSize finds the lower file that holds plainSize bytes.
+func lowerFileOfSize(t *testing.T, lower string, plainSize int64) string {
+	t.Helper()
+	var found string
+	filepath.WalkDir(lower, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if st, _ := os.Stat(p); st.Size() == content.LowerSize(plainSize) {
+				found = p
+			}
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("no lower file for %d plaintext bytes", plainSize)
+	}
+	return found
+}
+
+// TestBadInput damages single files in LOWER: each gives EIO (or is
+// hidden, for a name) with a warning naming the lower path, and the rest of
+// the volume keeps working.
+func TestBadInput(t *testing.T) {
+	for _, v := range variants[:2] {
+		t.Run(v.name, func(t *testing.T) {
+			tm := mountVariant(t, v)
+			write := func(name string, size int) []byte {
+				b := bytes.Repeat([]byte{'z'}, size)
+				must(t, os.WriteFile(filepath.Join(tm.mnt, name), b, 0644))
+				return b
+			}
+			write("foreign", 1000)
+			write("torn", 2000)
+			good := write("good", 3000)
+			write("badcipher", 4000)
+
+			// Not our file: bad magic.
+			p := lowerFileOfSize(t, tm.lower, 1000)
+			f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+			f.WriteAt([]byte("JUNK"), 0)
+			f.Close()
+			// Torn header: the lower file is shorter than a header.
+			p2 := lowerFileOfSize(t, tm.lower, 2000)
+			must(t, os.Truncate(p2, 20))
+			// A header naming another cipher.
+			p3 := lowerFileOfSize(t, tm.lower, 4000)
+			f, _ = os.OpenFile(p3, os.O_WRONLY, 0)
+			f.WriteAt([]byte{9}, 6)
+			f.Close()
+			// A lower name that does not decrypt.
+			must(t, os.WriteFile(filepath.Join(tm.lower, "not-a-valid-encrypted-name"), []byte("x"), 0644))
+
+			for _, name := range []string{"foreign", "torn", "badcipher"} {
+				_, err := os.ReadFile(filepath.Join(tm.mnt, name))
+				if !errors.Is(err, syscall.EIO) {
+					t.Errorf("%s: read gives %v, want EIO", name, err)
+				}
+			}
+			if got, err := os.ReadFile(filepath.Join(tm.mnt, "good")); err != nil || !bytes.Equal(got, good) {
+				t.Errorf("good file next to bad ones: %v", err)
+			}
+			ents, err := os.ReadDir(tm.mnt)
+			must(t, err)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			if strings.Join(names, ",") != "badcipher,foreign,good,torn" {
+				t.Errorf("listing %v", names)
+			}
+			log := tm.log.String()
+			for _, lp := range []string{p, p2, p3, "not-a-valid-encrypted-name"} {
+				if !strings.Contains(log, filepath.Base(lp)) {
+					t.Errorf("no warning naming %s in log:\n%s", lp, log)
+				}
+			}
+			// The damaged file can be replaced through the mount.
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "torn"), []byte("fresh"), 0644))
+			if got, _ := os.ReadFile(filepath.Join(tm.mnt, "torn")); string(got) != "fresh" {
+				t.Errorf("rewritten damaged file reads %q", got)
+			}
+		})
+	}
+}
+
+// TestENOSPC fills a small lower filesystem: the writer gets ENOSPC and
+// the files already there stay intact.
+func TestENOSPC(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			small := filepath.Join(t.TempDir(), "small")
+			must(t, os.Mkdir(small, 0755))
+			if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=2m"); err != nil {
+				t.Skipf("cannot mount a tmpfs here: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+			// Move the volume onto the small filesystem.
+			ents, _ := os.ReadDir(tm.lower)
+			for _, e := range ents {
+				b, err := os.ReadFile(filepath.Join(tm.lower, e.Name()))
+				must(t, err)
+				must(t, os.WriteFile(filepath.Join(small, e.Name()), b, 0600))
+			}
+			tm.lower = small
+			tm.mount(t)
+			keep := bytes.Repeat([]byte("keep"), 10000)
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "keep"), keep, 0644))
+			f, err := os.Create(filepath.Join(tm.mnt, "big"))
+			must(t, err)
+			chunk := make([]byte, 256<<10)
+			var werr error
+			for i := 0; i < 32 && werr == nil; i++ {
+				_, werr = f.Write(chunk)
+			}
+			if werr == nil {
+				werr = f.Sync()
+			}
+			f.Close()
+			if !errors.Is(werr, syscall.ENOSPC) {
+				t.Errorf("filling the disk gives %v, want ENOSPC", werr)
+			}
+			if got, err := os.ReadFile(filepath.Join(tm.mnt, "keep")); err != nil || !bytes.Equal(got, keep) {
+				t.Errorf("neighbour after ENOSPC: %v", err)
+			}
+			must(t, os.Remove(filepath.Join(tm.mnt, "big")))
+		})
+	}
+}

@@ -1,0 +1,471 @@
+package fs
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/cipher/content"
+)
+
+const (
+	extentSize = content.ExtentSize
+	headerSize = content.HeaderSize
+	trailer    = content.TrailerSize
+)
+
+// ioState is what an inode knows about its lower file while it is open.
+// mu is the per-inode content lock: reads share it, every operation that
+// changes content or size holds it exclusively, so a partial-extent
+// read-modify-write never interleaves with another write to the same file.
+type ioState struct {
+	mu sync.RWMutex
+	// lowerPath names the file in log lines.
+	lowerPath string
+	// size is the plaintext size, refreshed at every open and kept up to
+	// date by our own writes (the lower file changes only through us).
+	size int64
+	// fc is the file's cipher, nil while the file has no header.
+	fc *content.FileCipher
+	// bad is set when the header or size is corrupt: the file gives EIO.
+	bad error
+	// The header is read at the first I/O, not at open, so that opening
+	// a file (and fstat on it) leaves its atime alone, as natively.
+	// hdrMu serialises that first read among concurrent readers.
+	hdrMu     sync.Mutex
+	hdrLoaded atomic.Bool
+}
+
+// cryptIO maps plaintext I/O onto the extent layout of cipher/content.
+type cryptIO struct {
+	engine *content.Engine
+	log    zerolog.Logger
+}
+
+// Scratch buffers: a 1 MiB request covers 257 units plus a trailer.
+const bufSize = 1<<20 + 2*extentSize + 2*trailer
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
+
+func getBuf(n int) (*[]byte, []byte) {
+	if n > bufSize {
+		b := make([]byte, n)
+		return nil, b
+	}
+	p := bufPool.Get().(*[]byte)
+	return p, (*p)[:n]
+}
+
+func putBuf(p *[]byte) {
+	if p != nil {
+		bufPool.Put(p)
+	}
+}
+
+func (c *cryptIO) fail(h *ioState, err error) syscall.Errno {
+	c.log.Warn().Str("lower", h.lowerPath).Err(err).Msg("unreadable file: EIO")
+	return syscall.EIO
+}
+
+func (c *cryptIO) open(h *ioState, fd int) syscall.Errno {
+	h.fc, h.bad, h.size = nil, nil, 0
+	h.hdrLoaded.Store(true)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return toErrno(err)
+	}
+	size, err := content.PlainSize(st.Size)
+	if err != nil {
+		h.bad = fmt.Errorf("lower size %d: %w", st.Size, err)
+		c.fail(h, h.bad)
+		return 0
+	}
+	h.size = size
+	h.hdrLoaded.Store(st.Size < headerSize)
+	return 0
+}
+
+// loadHeader reads and checks the header at the first I/O after open.
+func (c *cryptIO) loadHeader(h *ioState, fd int) syscall.Errno {
+	if h.hdrLoaded.Load() {
+		return 0
+	}
+	h.hdrMu.Lock()
+	defer h.hdrMu.Unlock()
+	if h.hdrLoaded.Load() {
+		return 0
+	}
+	defer h.hdrLoaded.Store(true)
+	var b [headerSize]byte
+	if n, err := preadFull(fd, b[:], 0); err != nil || n != headerSize {
+		if err != nil && err != syscall.EIO {
+			h.hdrLoaded.Store(false)
+			return toErrno(err)
+		}
+		h.bad = fmt.Errorf("read header: %d bytes, %v", n, err)
+		return c.fail(h, h.bad)
+	}
+	hdr, err := content.ParseHeader(b[:])
+	if err == nil {
+		h.fc, err = c.engine.FileCipher(&hdr)
+	}
+	if err != nil {
+		h.bad = err
+		return c.fail(h, err)
+	}
+	return 0
+}
+
+// ensureHeader gives a file that has none (an empty lower file) a header
+// with a fresh file id.
+func (c *cryptIO) ensureHeader(h *ioState, fd int) syscall.Errno {
+	if errno := c.loadHeader(h, fd); errno != 0 {
+		return errno
+	}
+	if h.bad != nil {
+		return c.fail(h, h.bad)
+	}
+	if h.fc != nil {
+		return 0
+	}
+	hdr := c.engine.NewHeader()
+	var b [headerSize]byte
+	hdr.Marshal(b[:])
+	if _, err := pwriteFull(fd, b[:], 0); err != nil {
+		return toErrno(err)
+	}
+	fc, err := c.engine.FileCipher(&hdr)
+	if err != nil {
+		return c.fail(h, err)
+	}
+	h.fc = fc
+	return 0
+}
+
+// readUnit decrypts extent e of a file of plainSize bytes into dst and
+// returns its plaintext length. scratch must hold a stored unit.
+func (c *cryptIO) readUnit(h *ioState, fd int, e, plainSize int64, dst, scratch []byte) (int, syscall.Errno) {
+	stored := content.UnitSize(e, plainSize)
+	if stored == 0 {
+		return 0, 0
+	}
+	s := scratch[:stored]
+	n, err := preadFull(fd, s, content.UnitOffset(e))
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	if n != stored {
+		return 0, c.fail(h, fmt.Errorf("extent %d: lower file is short (%d of %d bytes)", e, n, stored))
+	}
+	h.fc.DecryptUnit(s, s, e)
+	plainLen := min(extentSize, plainSize-e*extentSize)
+	copy(dst, s[:plainLen])
+	return int(plainLen), 0
+}
+
+func (c *cryptIO) read(h *ioState, fd int, dst []byte, off int64) (int, syscall.Errno) {
+	if errno := c.loadHeader(h, fd); errno != 0 {
+		return 0, errno
+	}
+	if h.bad != nil {
+		return 0, c.fail(h, h.bad)
+	}
+	size := h.size
+	if off >= size || len(dst) == 0 {
+		return 0, 0
+	}
+	end := min(off+int64(len(dst)), size)
+	if h.fc == nil {
+		return 0, c.fail(h, fmt.Errorf("file of %d bytes without a header", size))
+	}
+	e0, e1 := off/extentSize, (end-1)/extentSize
+	total := int(e1-e0)*extentSize + content.UnitSize(e1, size)
+	p, buf := getBuf(total)
+	defer putBuf(p)
+	n, err := preadFull(fd, buf, content.UnitOffset(e0))
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	if n != total {
+		return 0, c.fail(h, fmt.Errorf("lower file is short at extent %d (%d of %d bytes)", e0, n, total))
+	}
+	for e := e0; e <= e1; e++ {
+		u := buf[int(e-e0)*extentSize:]
+		u = u[:min(len(u), extentSize+trailer)]
+		u = u[:content.UnitSize(e, size)]
+		h.fc.DecryptUnit(u, u, e)
+	}
+	return copy(dst, buf[off-e0*extentSize:end-e0*extentSize]), 0
+}
+
+func (c *cryptIO) write(h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
+	if len(src) == 0 {
+		return 0, 0
+	}
+	if errno := c.ensureHeader(h, fd); errno != 0 {
+		return 0, errno
+	}
+	oldSize := h.size
+	end := off + int64(len(src))
+	newSize := max(oldSize, end)
+	e0, e1 := off/extentSize, (end-1)/extentSize
+	if end > oldSize && oldSize%extentSize != 0 && oldSize/extentSize < e0 {
+		// The old last extent stays outside the written range but stops
+		// being the last: store it as a full extent.
+		if errno := c.promoteTail(h, fd, oldSize); errno != 0 {
+			return 0, errno
+		}
+	}
+
+	total := int(e1-e0)*extentSize + content.UnitSize(e1, newSize)
+	// A write that grows the file to an extent boundary ends in an empty
+	// last extent: its tail unit is the 16-byte trailer, stored as zeros
+	// (an all-zero unit reads as a hole, i.e. as the zero trailer).
+	zeroTrailer := end > oldSize && newSize%extentSize == 0
+	if zeroTrailer {
+		total += trailer
+	}
+	p, buf := getBuf(total)
+	defer putBuf(p)
+
+	// Units the write does not cover completely keep their old bytes.
+	partial := [2]int64{e0, e1}
+	nPartial := 2
+	if e1 == e0 {
+		nPartial = 1
+	}
+	var scratch []byte
+	for _, e := range partial[:nPartial] {
+		uStart := e * extentSize
+		uEnd := min(uStart+extentSize, newSize)
+		if off <= uStart && end >= uEnd {
+			continue
+		}
+		u := buf[int(e-e0)*extentSize:]
+		clear(u[:min(len(u), extentSize)])
+		if uStart >= oldSize {
+			continue
+		}
+		if scratch == nil {
+			sp, s := getBuf(extentSize + trailer)
+			defer putBuf(sp)
+			scratch = s
+		}
+		if _, errno := c.readUnit(h, fd, e, oldSize, u, scratch); errno != 0 {
+			return 0, errno
+		}
+	}
+	copy(buf[off-e0*extentSize:], src)
+	// Zero the trailer of the last unit (and the empty tail unit).
+	if z := newSize - e0*extentSize; z < int64(len(buf)) {
+		clear(buf[z:])
+	}
+
+	for e := e0; e <= e1; e++ {
+		u := buf[int(e-e0)*extentSize:]
+		u = u[:content.UnitSize(e, newSize)]
+		h.fc.EncryptUnit(u, u, e)
+	}
+	if _, err := pwriteFull(fd, buf, content.UnitOffset(e0)); err != nil {
+		return 0, toErrno(err)
+	}
+	h.size = newSize
+	return len(src), 0
+}
+
+// promoteTail re-encrypts the last extent of a file of oldSize bytes (whose
+// size is not a multiple of the extent size) as a full extent, zero-filled,
+// and zeroes the bytes its tail unit had spilled into the next extent.
+func (c *cryptIO) promoteTail(h *ioState, fd int, oldSize int64) syscall.Errno {
+	e := oldSize / extentSize
+	p, buf := getBuf(2*extentSize + trailer)
+	defer putBuf(p)
+	unit, scratch := buf[:extentSize+trailer], buf[extentSize+trailer:]
+	clear(unit)
+	if _, errno := c.readUnit(h, fd, e, oldSize, unit, scratch); errno != 0 {
+		return errno
+	}
+	h.fc.EncryptUnit(unit[:extentSize], unit[:extentSize], e)
+	n := max(extentSize, content.UnitSize(e, oldSize))
+	_, err := pwriteFull(fd, unit[:n], content.UnitOffset(e))
+	return toErrno(err)
+}
+
+// retail re-encrypts extent e (holding plaintext bytes of a file of
+// oldSize bytes) as the last extent of a file of newSize bytes.
+func (c *cryptIO) retail(h *ioState, fd int, oldSize, newSize int64) syscall.Errno {
+	e := newSize / extentSize
+	r := int(newSize % extentSize)
+	p, buf := getBuf(2*extentSize + 2*trailer)
+	defer putBuf(p)
+	unit, scratch := buf[:extentSize+trailer], buf[extentSize+trailer:]
+	clear(unit)
+	if _, errno := c.readUnit(h, fd, e, oldSize, unit, scratch); errno != 0 {
+		return errno
+	}
+	clear(unit[r:])
+	u := unit[:r+trailer]
+	h.fc.EncryptUnit(u, u, e)
+	_, err := pwriteFull(fd, u, content.UnitOffset(e))
+	return toErrno(err)
+}
+
+func (c *cryptIO) truncate(h *ioState, fd int, size int64) syscall.Errno {
+	oldSize := h.size
+	switch {
+	case size == 0:
+		// An empty file is an empty lower file; the next write starts a
+		// new header with a new file id.
+		if err := syscall.Ftruncate(fd, 0); err != nil {
+			return toErrno(err)
+		}
+		h.fc, h.bad, h.size = nil, nil, 0
+		h.hdrLoaded.Store(true)
+		return 0
+	case size == oldSize:
+		return 0
+	}
+	if errno := c.ensureHeader(h, fd); errno != 0 {
+		return errno
+	}
+	switch {
+	case size < oldSize:
+		if size%extentSize != 0 {
+			if errno := c.retail(h, fd, oldSize, size); errno != 0 {
+				return errno
+			}
+		} else {
+			// The new last extent is empty: its 16-byte unit must read
+			// as zeros, and the old extent's first bytes are still there.
+			var z [trailer]byte
+			if _, err := pwriteFull(fd, z[:], content.UnitOffset(size/extentSize)); err != nil {
+				return toErrno(err)
+			}
+		}
+	case oldSize%extentSize != 0:
+		// Growing: the old last extent gets zeros after its data, either
+		// as a full extent or as a longer last extent.
+		var errno syscall.Errno
+		if oldSize/extentSize < size/extentSize {
+			errno = c.promoteTail(h, fd, oldSize)
+		} else {
+			errno = c.retail(h, fd, oldSize, size)
+		}
+		if errno != 0 {
+			return errno
+		}
+	}
+	// Everything past the old data becomes a hole in the lower file, and
+	// all-zero units read as zeros.
+	if err := syscall.Ftruncate(fd, content.LowerSize(size)); err != nil {
+		return toErrno(err)
+	}
+	h.size = size
+	return 0
+}
+
+func (c *cryptIO) allocate(h *ioState, fd int, off, size int64, mode uint32) syscall.Errno {
+	if errno := c.loadHeader(h, fd); errno != 0 {
+		return errno
+	}
+	if h.bad != nil {
+		return c.fail(h, h.bad)
+	}
+	switch mode {
+	case 0, unix.FALLOC_FL_KEEP_SIZE:
+		// Reserve the lower blocks; reserved blocks read as zeros, which
+		// is a hole in our format.
+		if err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, content.UnitOffset(0)+off, size+trailer); err != nil {
+			return toErrno(err)
+		}
+		if mode == 0 && off+size > h.size {
+			return c.truncate(h, fd, off+size)
+		}
+		return 0
+	case unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_ZERO_RANGE, unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE:
+		end := off + size
+		if mode&unix.FALLOC_FL_KEEP_SIZE == 0 && end > h.size {
+			if errno := c.truncate(h, fd, end); errno != 0 {
+				return errno
+			}
+		}
+		end = min(end, h.size)
+		if off >= end {
+			return 0
+		}
+		return c.zeroRange(h, fd, off, end)
+	}
+	return syscall.EOPNOTSUPP
+}
+
+// zeroRange makes [off,end) (inside the file) read as zeros: whole full
+// extents are punched out of the lower file, partial ones rewritten.
+func (c *cryptIO) zeroRange(h *ioState, fd int, off, end int64) syscall.Errno {
+	first := (off + extentSize - 1) / extentSize // first whole extent
+	last := end / extentSize                     // one past the last whole extent
+	if last >= h.size/extentSize {
+		last = h.size / extentSize // the last extent is a tail unit: rewrite it
+	}
+	var z [extentSize]byte
+	writeZeros := func(from, to int64) syscall.Errno {
+		for from < to {
+			n := min(to-from, extentSize-from%extentSize)
+			if _, errno := c.write(h, fd, z[:n], from); errno != 0 {
+				return errno
+			}
+			from += n
+		}
+		return 0
+	}
+	if first >= last {
+		return writeZeros(off, end)
+	}
+	if errno := writeZeros(off, first*extentSize); errno != 0 {
+		return errno
+	}
+	err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE,
+		content.UnitOffset(first), (last-first)*extentSize)
+	if err != nil {
+		// No hole punching below: write the zeros instead.
+		if errno := writeZeros(first*extentSize, last*extentSize); errno != 0 {
+			return errno
+		}
+	}
+	return writeZeros(last*extentSize, end)
+}
+
+func (c *cryptIO) lseek(h *ioState, fd int, off int64, whence int) (int64, syscall.Errno) {
+	size := h.size
+	switch whence {
+	case unix.SEEK_DATA:
+		if off >= size {
+			return 0, syscall.ENXIO
+		}
+		cOff, err := unix.Seek(fd, content.UnitOffset(off/extentSize), whence)
+		if err == syscall.ENXIO {
+			return 0, syscall.ENXIO
+		} else if err != nil {
+			return 0, toErrno(err)
+		}
+		d := max(off, (cOff-headerSize)/extentSize*extentSize)
+		if d >= size {
+			return 0, syscall.ENXIO
+		}
+		return d, 0
+	case unix.SEEK_HOLE:
+		if off > size {
+			return 0, syscall.ENXIO
+		}
+		cOff, err := unix.Seek(fd, headerSize+off, whence)
+		if err != nil {
+			return 0, toErrno(err)
+		}
+		hole := (cOff - headerSize + extentSize - 1) / extentSize * extentSize
+		return min(size, max(off, hole)), 0
+	}
+	return 0, syscall.EINVAL
+}

@@ -1,0 +1,136 @@
+package fs
+
+import (
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/kdf"
+)
+
+// testPass is the passphrase of every test volume.
+var testPass = []byte("correct horse battery staple")
+
+// cheapKDF keeps volume creation fast in tests; never use it for real data.
+func cheapKDF(t testing.TB) kdf.Params {
+	salt := make([]byte, 32)
+	rand.Read(salt)
+	return kdf.Params{Algorithm: "argon2id", Salt: salt, Time: 1, MemoryKiB: 1024, Threads: 1}
+}
+
+// requireFUSE skips the test when this machine cannot mount FUSE at all.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse on this machine: FUSE mount tests cannot run")
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			t.Skip("not root and no fusermount3: FUSE mount tests cannot run")
+		}
+	}
+}
+
+// variant names one kind of mount under test.
+type variant struct {
+	name           string
+	cipher         string // "" for the twin
+	keyBytes       int
+	plaintextNames bool
+}
+
+var variants = []variant{
+	{name: "xts", cipher: "aes-xts", keyBytes: 64},
+	{name: "cbc", cipher: "aes-cbc", keyBytes: 32},
+	{name: "twin"},
+}
+
+// testMount is one mounted filesystem for a test.
+type testMount struct {
+	lower, mnt string
+	cfg        *config.Config
+	master     []byte
+	log        *syncBuffer
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// newVolume creates a lower directory for v (a config for crypt variants).
+func newVolume(t testing.TB, v variant) *testMount {
+	t.Helper()
+	tm := &testMount{lower: filepath.Join(t.TempDir(), "lower"), mnt: filepath.Join(t.TempDir(), "mnt"), log: &syncBuffer{}}
+	for _, d := range []string{tm.lower, tm.mnt} {
+		if err := os.Mkdir(d, 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v.cipher != "" {
+		cfg, master, err := config.Create(tm.lower, testPass, config.Options{
+			Cipher: v.cipher, KeyBytes: v.keyBytes, PlaintextNames: v.plaintextNames, KDF: cheapKDF(t), Creator: "fs test",
+		})
+		if err != nil {
+			t.Fatalf("config.Create: %v", err)
+		}
+		tm.cfg, tm.master = cfg, master
+	}
+	return tm
+}
+
+// mount mounts tm and unmounts it at cleanup.
+func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
+	t.Helper()
+	requireFUSE(t)
+	o := Options{Lower: tm.lower, Config: tm.cfg, MasterKey: tm.master, Log: zerolog.New(tm.log)}
+	for _, m := range mutate {
+		m(&o)
+	}
+	srv, err := Mount(tm.mnt, o)
+	if err != nil {
+		t.Fatalf("Mount: %v", err)
+	}
+	if err := srv.WaitMount(); err != nil {
+		t.Fatalf("WaitMount: %v", err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for i := 0; i < 50; i++ {
+			if err = srv.Unmount(); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("unmount %s: %v", tm.mnt, err)
+		}
+	})
+}
+
+// mountVariant makes and mounts a fresh volume of kind v.
+func mountVariant(t testing.TB, v variant) *testMount {
+	tm := newVolume(t, v)
+	tm.mount(t)
+	return tm
+}

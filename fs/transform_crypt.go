@@ -1,0 +1,252 @@
+package fs
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/content"
+	"github.com/twincrypt/twincrypt/cipher/keys"
+	"github.com/twincrypt/twincrypt/cipher/names"
+)
+
+// cryptTransform encrypts content (cipher/content), names (cipher/names,
+// unless the volume has plaintext names), symlink targets and xattr values
+// (sealed with AES-256-GCM: they are small and written whole, so they get
+// integrity too).
+type cryptTransform struct {
+	names  *names.Cipher // nil with plaintext names
+	seal   *keys.Sealer
+	engine *content.Engine
+	io     *cryptIO
+	log    zerolog.Logger
+}
+
+var _ transform = (*cryptTransform)(nil)
+
+func newCryptTransform(cfg *config.Config, master []byte, log zerolog.Logger) (*cryptTransform, error) {
+	engine, err := content.NewEngine(cfg.ContentSpec(), cfg.KeyBytes, master)
+	if err != nil {
+		return nil, err
+	}
+	t := &cryptTransform{
+		seal:   keys.NewSealer(master),
+		engine: engine,
+		log:    log,
+	}
+	if !cfg.PlaintextNames {
+		nameKey := keys.Derive(master, "names", nil, 32)
+		t.names, err = names.New(nameKey)
+		keys.Wipe(nameKey)
+		if err != nil {
+			return nil, err
+		}
+	}
+	t.io = &cryptIO{engine: engine, log: log}
+	return t, nil
+}
+
+func (t *cryptTransform) name() string { return "crypt" }
+
+func (t *cryptTransform) hidden(isRoot bool, lower string) bool {
+	if isRoot && (lower == config.FileName || lower == config.FileName+".bak" || strings.HasPrefix(lower, config.FileName+".tmp")) {
+		return true
+	}
+	if t.names == nil {
+		return false
+	}
+	return lower == names.DirIVFile || names.IsSidecar(lower)
+}
+
+func (t *cryptTransform) lowerName(dir *node, dirPath, name string) (string, string, syscall.Errno) {
+	if t.names == nil {
+		if dir.isRoot() && t.hidden(true, name) {
+			// The config is not part of the mounted view and cannot be
+			// created or replaced through it.
+			return "", "", syscall.EPERM
+		}
+		return name, "", 0
+	}
+	iv, errno := dir.dirIV(dirPath)
+	if errno != 0 {
+		return "", "", errno
+	}
+	cName, err := t.names.Encrypt(name, iv)
+	if err != nil {
+		return "", "", syscall.ENAMETOOLONG
+	}
+	lower, long := names.Lower(cName)
+	if long {
+		return lower, cName, 0
+	}
+	return lower, "", 0
+}
+
+func (t *cryptTransform) plainName(dir *node, dirPath, lower string) (string, bool) {
+	if t.hidden(dir.isRoot(), lower) {
+		return "", false
+	}
+	if t.names == nil {
+		return lower, true
+	}
+	iv, errno := dir.dirIV(dirPath)
+	if errno != 0 {
+		return "", false
+	}
+	cName := lower
+	if names.IsLong(lower) {
+		b, err := readSmallFile(filepath.Join(dirPath, lower+names.LongSuffix), 4096)
+		if err != nil {
+			t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Err(err).Msg("long name without a readable sidecar; entry hidden")
+			return "", false
+		}
+		cName = string(b)
+		if l, _ := names.Lower(cName); l != lower {
+			t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Msg("long-name sidecar does not match its entry; entry hidden")
+			return "", false
+		}
+	}
+	name, err := t.names.Decrypt(cName, iv)
+	if err != nil {
+		t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Msg("name does not decrypt; entry hidden")
+		return "", false
+	}
+	return name, true
+}
+
+func (t *cryptTransform) writeLong(dirPath, lower, long string) syscall.Errno {
+	if long == "" {
+		return 0
+	}
+	p := filepath.Join(dirPath, lower+names.LongSuffix)
+	// O_EXCL would fail when the entry already exists under this name
+	// (rename over it, or an earlier crash): the content is a function of
+	// the name, so overwriting is always right.
+	return writeSmallFile(p, []byte(long), 0400)
+}
+
+func (t *cryptTransform) dropLong(dirPath, lower string) {
+	if t.names != nil && names.IsLong(lower) {
+		syscall.Unlink(filepath.Join(dirPath, lower+names.LongSuffix))
+	}
+}
+
+func (t *cryptTransform) newDir(path string) syscall.Errno {
+	if t.names == nil {
+		return 0
+	}
+	iv := make([]byte, names.DirIVSize)
+	randRead(iv)
+	return writeSmallFile(filepath.Join(path, names.DirIVFile), iv, 0400)
+}
+
+func (t *cryptTransform) readDirIV(path string) ([]byte, syscall.Errno) {
+	if t.names == nil {
+		return nil, 0
+	}
+	iv, err := readSmallFile(filepath.Join(path, names.DirIVFile), names.DirIVSize+1)
+	if err != nil || len(iv) != names.DirIVSize {
+		t.log.Warn().Str("lower", path).Err(err).Msg("directory IV missing or damaged; directory unreadable")
+		return nil, syscall.EIO
+	}
+	return iv, 0
+}
+
+func (t *cryptTransform) dirMeta() []string {
+	if t.names == nil {
+		return nil
+	}
+	return []string{names.DirIVFile}
+}
+
+// Symlink targets are sealed (random nonce, GCM tag) and base64url-encoded.
+func (t *cryptTransform) encodeLink(target string) (string, syscall.Errno) {
+	s := base64.RawURLEncoding.EncodeToString(t.seal.Seal([]byte(target), []byte("symlink")))
+	if len(s) >= 4096 {
+		return "", syscall.ENAMETOOLONG
+	}
+	return s, 0
+}
+
+func (t *cryptTransform) decodeLink(lower []byte) ([]byte, syscall.Errno) {
+	raw, err := base64.RawURLEncoding.DecodeString(string(lower))
+	if err != nil {
+		return nil, syscall.EIO
+	}
+	plain, err := t.seal.Open(raw, []byte("symlink"))
+	if err != nil {
+		return nil, syscall.EIO
+	}
+	return plain, 0
+}
+
+// Only user.* xattrs are stored: their values are sealed with the name as
+// associated data, so a value cannot be moved to another attribute. Other
+// namespaces (security.*, system.* ACLs, trusted.*) are interpreted by the
+// lower kernel filesystem and cannot hold ciphertext.
+func (t *cryptTransform) xattrAllowed(attr string) bool {
+	return strings.HasPrefix(attr, "user.")
+}
+
+func (t *cryptTransform) encodeXattr(attr string, value []byte) ([]byte, syscall.Errno) {
+	return t.seal.Seal(value, []byte("xattr "+attr)), 0
+}
+
+func (t *cryptTransform) decodeXattr(attr string, lower []byte) ([]byte, syscall.Errno) {
+	v, err := t.seal.Open(lower, []byte("xattr "+attr))
+	if err != nil {
+		return nil, syscall.EIO
+	}
+	return v, 0
+}
+
+func (t *cryptTransform) xattrOverhead() int { return keys.Overhead }
+
+func (t *cryptTransform) plainSize(lowerSize int64) int64 {
+	n, err := content.PlainSize(lowerSize)
+	if err != nil {
+		// A torn file shows its lower size: reading it then gives EIO
+		// (instead of a silent empty file), and it can still be removed.
+		return lowerSize
+	}
+	return n
+}
+
+func (t *cryptTransform) content() contentIO { return t.io }
+
+func readSmallFile(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, max)
+	n, err := preadFull(int(f.Fd()), buf, 0)
+	return buf[:n], err
+}
+
+func writeSmallFile(path string, data []byte, mode uint32) syscall.Errno {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, mode)
+	if err == syscall.EACCES {
+		// A read-only sidecar being replaced.
+		syscall.Unlink(path)
+		fd, err = syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, mode)
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	_, err = pwriteFull(fd, data, 0)
+	if cerr := syscall.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		syscall.Unlink(path)
+		return toErrno(err)
+	}
+	return 0
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: every package, with the race detector off (FUSE tests
+# run real mounts and are slow under -race; `go test -race ./cipher/...`
+# covers the pure code). Mount tests need root or fusermount3 and /dev/fuse;
+# they skip with a message where the machine has neither.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+go test -count=1 -timeout 20m "$@" ./...
