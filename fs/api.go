@@ -8,6 +8,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -36,8 +37,10 @@ type Options struct {
 	// from the lower file (FUSE passthrough). Off by default: a twin that
 	// bypasses the daemon measures nothing. Refused for the crypt transform.
 	KernelPassthrough bool
-	// Debug logs every FUSE request and reply (go-fuse's debug output).
-	Debug bool
+	// Debug logs every FUSE request and reply (go-fuse's debug output) to
+	// DebugLog, or to the standard logger when DebugLog is nil.
+	Debug    bool
+	DebugLog *log.Logger
 	// Log receives warnings (corrupt files, undecryptable names).
 	Log zerolog.Logger
 	// FSName is shown as the source in /proc/mounts (default: Lower).
@@ -71,6 +74,7 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 			MaxReadAhead: fuse.MAX_KERNEL_WRITE,
 			DirectMount:  os.Geteuid() == 0,
 			Debug:        o.Debug,
+			Logger:       o.DebugLog,
 			Options:      mountOpts,
 		},
 		EntryTimeout:    &second,

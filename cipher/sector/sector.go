@@ -37,11 +37,13 @@
 //
 //   - XTS uses ciphertext stealing as specified in IEEE 1619-2007 sections
 //     5.3.2 (encryption) and 5.4.2 (decryption).
-//   - CBC uses CBC-CS2 from the NIST SP 800-38A Addendum (2010). CS2 was chosen
-//     over CS1 and CS3 because it is the only variant that is identical to
-//     plain CBC (and so to dm-crypt) when the length is a multiple of 16, while
-//     for other lengths it is the widely deployed Kerberos (RFC 3962) layout,
-//     i.e. CS3: the last two blocks swapped, the partial block last.
+//   - CBC uses CBC-CS2 from the NIST SP 800-38A Addendum (2010). Of the three
+//     variants, CS1 and CS2 are plain CBC (and so dm-crypt) when the length is
+//     a multiple of 16, which rules out CS3, which always swaps the last two
+//     blocks. For other lengths CS2 equals CS3, the layout deployed by
+//     Kerberos (RFC 3962, whose vectors therefore apply): the last two
+//     ciphertext blocks swapped, so that the truncated one comes last (CS1
+//     would leave it second to last).
 //
 // IEEE 1619 limits an XTS data unit to 2^20 AES blocks (16 MiB); this package
 // does not enforce that but callers should stay below it.
@@ -53,6 +55,12 @@
 // tweak is kept in two uint64 halves, and the one 16-byte scratch buffer the
 // block cipher interface needs (to encrypt the tweak or the ESSIV IV) is the
 // first block of dst, saved and restored around the use.
+//
+// Like crypto/cipher's modes, Encrypt and Decrypt use dst as working space:
+// while a call runs, dst holds intermediate values (P xor T for XTS, the
+// encrypted tweak or ESSIV IV in its first block). Only the final contents are
+// defined, so dst should not be memory that others read concurrently, such as
+// a MAP_SHARED mapping of the ciphertext file.
 package sector
 
 import (

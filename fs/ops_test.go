@@ -1,0 +1,251 @@
+package fs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOps exercises the operations real programs use beyond posixtest.
+func TestOps(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := mountVariant(t, v)
+			m := tm.mnt
+			long := strings.Repeat("L", 240)
+
+			// rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE, long names included.
+			must(t, os.WriteFile(filepath.Join(m, "a"), []byte("A"), 0644))
+			must(t, os.WriteFile(filepath.Join(m, long), []byte("B"), 0644))
+			err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(m, "a"), unix.AT_FDCWD, filepath.Join(m, long), unix.RENAME_NOREPLACE)
+			if !errors.Is(err, syscall.EEXIST) {
+				t.Errorf("RENAME_NOREPLACE over an existing name: %v", err)
+			}
+			must(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(m, "a"), unix.AT_FDCWD, filepath.Join(m, long), unix.RENAME_EXCHANGE))
+			if a, _ := os.ReadFile(filepath.Join(m, "a")); string(a) != "B" {
+				t.Errorf("after exchange a = %q", a)
+			}
+			if b, _ := os.ReadFile(filepath.Join(m, long)); string(b) != "A" {
+				t.Errorf("after exchange long = %q", b)
+			}
+			must(t, os.Mkdir(filepath.Join(m, "d"), 0755))
+			must(t, os.Rename(filepath.Join(m, long), filepath.Join(m, "d", long+"2")))
+			ents, _ := os.ReadDir(m)
+			for _, e := range ents {
+				if e.Name() == long {
+					t.Error("long name still listed after rename away")
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(m, "d", long+"2")); string(b) != "A" {
+				t.Errorf("moved long name reads %q", b)
+			}
+			// A directory renamed keeps its names readable.
+			must(t, os.WriteFile(filepath.Join(m, "d", "inner"), []byte("in"), 0644))
+			must(t, os.Rename(filepath.Join(m, "d"), filepath.Join(m, "e")))
+			if b, _ := os.ReadFile(filepath.Join(m, "e", "inner")); string(b) != "in" {
+				t.Errorf("file in renamed dir reads %q", b)
+			}
+			// rmdir of a non-empty directory fails and leaves it intact.
+			if err := os.Remove(filepath.Join(m, "e")); !errors.Is(err, syscall.ENOTEMPTY) {
+				t.Errorf("rmdir non-empty: %v", err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(m, "e", "inner")); string(b) != "in" {
+				t.Errorf("after failed rmdir reads %q", b)
+			}
+			must(t, os.RemoveAll(filepath.Join(m, "e")))
+
+			// A fifo.
+			must(t, syscall.Mkfifo(filepath.Join(m, "fifo"), 0600))
+			st, err := os.Lstat(filepath.Join(m, "fifo"))
+			must(t, err)
+			if st.Mode()&os.ModeNamedPipe == 0 {
+				t.Errorf("fifo mode %v", st.Mode())
+			}
+			go func() {
+				f, err := os.OpenFile(filepath.Join(m, "fifo"), os.O_WRONLY, 0)
+				if err == nil {
+					f.Write([]byte("through the pipe"))
+					f.Close()
+				}
+			}()
+			f, err := os.Open(filepath.Join(m, "fifo"))
+			must(t, err)
+			buf := make([]byte, 64)
+			n, _ := f.Read(buf)
+			f.Close()
+			if string(buf[:n]) != "through the pipe" {
+				t.Errorf("fifo read %q", buf[:n])
+			}
+
+			// chmod, chown, utimens.
+			p := filepath.Join(m, "a")
+			must(t, os.Chmod(p, 0600))
+			must(t, os.Chown(p, 1234, 5678))
+			mt := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
+			must(t, os.Chtimes(p, mt, mt))
+			st, err = os.Stat(p)
+			must(t, err)
+			sys := st.Sys().(*syscall.Stat_t)
+			if st.Mode().Perm() != 0600 || sys.Uid != 1234 || sys.Gid != 5678 || !st.ModTime().Equal(mt) {
+				t.Errorf("attrs: mode %v uid %d gid %d mtime %v", st.Mode(), sys.Uid, sys.Gid, st.ModTime())
+			}
+			if st.Size() != 1 {
+				t.Errorf("size %d after attr changes", st.Size())
+			}
+
+			// Symlinks: target and size as written.
+			must(t, os.Symlink("../some/where/else", filepath.Join(m, "ln")))
+			if tgt, _ := os.Readlink(filepath.Join(m, "ln")); tgt != "../some/where/else" {
+				t.Errorf("readlink %q", tgt)
+			}
+			if st, _ := os.Lstat(filepath.Join(m, "ln")); st.Size() != int64(len("../some/where/else")) {
+				t.Errorf("symlink size %d", st.Size())
+			}
+
+			// xattrs.
+			must(t, unix.Setxattr(p, "user.colour", []byte("blue"), 0))
+			xbuf := make([]byte, 64)
+			if n, err := unix.Getxattr(p, "user.colour", xbuf); err != nil || string(xbuf[:n]) != "blue" {
+				t.Errorf("getxattr %q %v", xbuf[:n], err)
+			}
+			if n, err := unix.Getxattr(p, "user.colour", nil); err != nil || n != 4 {
+				t.Errorf("getxattr size %d %v", n, err)
+			}
+			if n, err := unix.Listxattr(p, xbuf); err != nil || !strings.Contains(string(xbuf[:n]), "user.colour") {
+				t.Errorf("listxattr %q %v", xbuf[:n], err)
+			}
+			must(t, unix.Removexattr(p, "user.colour"))
+			if _, err := unix.Getxattr(p, "user.colour", xbuf); !errors.Is(err, unix.ENODATA) {
+				t.Errorf("removed xattr: %v", err)
+			}
+
+			// statfs reports the lower filesystem.
+			var sfs, lsfs syscall.Statfs_t
+			must(t, syscall.Statfs(m, &sfs))
+			must(t, syscall.Statfs(tm.lower, &lsfs))
+			if sfs.Blocks != lsfs.Blocks || sfs.Bsize != lsfs.Bsize {
+				t.Errorf("statfs blocks %d/%d bsize %d/%d", sfs.Blocks, lsfs.Blocks, sfs.Bsize, lsfs.Bsize)
+			}
+
+			// fallocate: grows the file with zeros; punching a hole zeroes.
+			q := filepath.Join(m, "alloc")
+			fa, err := os.OpenFile(q, os.O_RDWR|os.O_CREATE, 0644)
+			must(t, err)
+			defer fa.Close()
+			data := bytes.Repeat([]byte{0xAB}, 3*4096+100)
+			_, err = fa.WriteAt(data, 0)
+			must(t, err)
+			must(t, unix.Fallocate(int(fa.Fd()), 0, 0, 5*4096))
+			if st, _ := fa.Stat(); st.Size() != 5*4096 {
+				t.Errorf("size after fallocate %d", st.Size())
+			}
+			must(t, unix.Fallocate(int(fa.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 100, 2*4096+50))
+			want := append(append([]byte(nil), data...), make([]byte, 5*4096-len(data))...)
+			for i := 100; i < 100+2*4096+50; i++ {
+				want[i] = 0
+			}
+			got := make([]byte, 5*4096)
+			n, _ = fa.ReadAt(got, 0)
+			if n != len(want) || !bytes.Equal(got, want) {
+				t.Errorf("content after fallocate/punch differs (%d bytes)", n)
+			}
+		})
+	}
+}
+
+// TestConcurrentIO runs readers and writers on one file and on several:
+// every reader sees only whole writes of one pattern per extent-aligned
+// block, and the final content is what the writers wrote.
+func TestConcurrentIO(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := mountVariant(t, v)
+			p := filepath.Join(tm.mnt, "shared")
+			const block, blocks = 6000, 64 // not extent-aligned on purpose
+			must(t, os.WriteFile(p, make([]byte, block*blocks), 0644))
+			var wg sync.WaitGroup
+			errs := make(chan error, 100)
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					f, err := os.OpenFile(p, os.O_RDWR, 0)
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer f.Close()
+					for i := 0; i < 200; i++ {
+						b := (i*7 + w) % blocks
+						if b%4 != w {
+							continue // each writer owns every 4th block
+						}
+						if _, err := f.WriteAt(bytes.Repeat([]byte{byte('a' + w)}, block), int64(b*block)); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}(w)
+			}
+			for r := 0; r < 3; r++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					f, err := os.Open(p)
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer f.Close()
+					buf := make([]byte, block)
+					for i := 0; i < 200; i++ {
+						b := i % blocks
+						if _, err := f.ReadAt(buf, int64(b*block)); err != nil {
+							errs <- err
+							return
+						}
+						// A block is all zeros or all its writer's letter.
+						if buf[0] != 0 && buf[0] != byte('a'+b%4) || !bytes.Equal(buf, bytes.Repeat(buf[:1], block)) {
+							errs <- fmt.Errorf("block %d torn: starts %q", b, buf[:8])
+							return
+						}
+					}
+				}()
+			}
+			// Meanwhile other files are written and read in parallel.
+			for g := 0; g < 4; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					q := filepath.Join(tm.mnt, fmt.Sprintf("own%d", g))
+					data := bytes.Repeat([]byte{byte(g)}, 300000+g)
+					for i := 0; i < 5; i++ {
+						if err := os.WriteFile(q, data, 0644); err != nil {
+							errs <- err
+							return
+						}
+						got, err := os.ReadFile(q)
+						if err != nil || !bytes.Equal(got, data) {
+							errs <- fmt.Errorf("file %d differs: %v", g, err)
+							return
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
