@@ -124,6 +124,23 @@ func newRoot(o Options) (*root, error) {
 	return r, nil
 }
 
+// InitLower finishes a volume that config.Create has just written: with
+// encrypted names the root directory gets its IV, so that the volume can
+// be mounted read-only from the start.
+func InitLower(lower string, cfg *config.Config) error {
+	if cfg.PlaintextNames {
+		return nil
+	}
+	iv, err := names.NewDirIV()
+	if err != nil {
+		return err
+	}
+	if errno := writeSmallFile(filepath.Join(lower, names.DirIVFile), iv, 0400); errno != 0 {
+		return fmt.Errorf("write root directory IV: %w", errno)
+	}
+	return nil
+}
+
 // ensureRootDirIV gives a freshly initialised volume its root directory
 // IV. A root that already holds files but no IV is damaged: refuse it
 // rather than make its names undecryptable.

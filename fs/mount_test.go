@@ -95,6 +95,7 @@ func newVolume(t testing.TB, v variant) *testMount {
 			t.Fatalf("config.Create: %v", err)
 		}
 		tm.cfg, tm.master = cfg, master
+		must(t, InitLower(tm.lower, cfg))
 	}
 	return tm
 }

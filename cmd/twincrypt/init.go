@@ -13,6 +13,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
+	"github.com/twincrypt/twincrypt/fs"
 )
 
 type initFlags struct {
@@ -120,6 +121,9 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 			// These came from our flags, not from a file on disk.
 			return &classifiedError{class: errUsage, err: fmt.Errorf("init %s: %w", lower, err)}
 		}
+		return fmt.Errorf("init %s: %w", lower, err)
+	}
+	if err := fs.InitLower(lower, cfg); err != nil {
 		return fmt.Errorf("init %s: %w", lower, err)
 	}
 	defer wipe(masterKey)
