@@ -112,13 +112,49 @@ func (r *root) newNode() *node { return &node{r: r} }
 
 // stableAttr composes an inode number from the lower inode and device the
 // way go-fuse's loopback does, so that hard links share one node.
-func (r *root) stableAttr(st *syscall.Stat_t) fs.StableAttr {
+// The generation is the lower birth time where the filesystem has one: an
+// inode number reused by a new file must not find the node (and cached
+// directory IV) of the old one.
+func (r *root) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)
 	swappedRootDev := (r.dev << 32) | (r.dev >> 32)
 	return fs.StableAttr{
 		Mode: uint32(st.Mode),
 		Ino:  (swapped ^ swappedRootDev) ^ st.Ino,
+		Gen:  gen,
 	}
+}
+
+// lstatGen is lstat(2) that also returns a generation from the birth time.
+func lstatGen(path string, st *syscall.Stat_t) (gen uint64, err error) {
+	var x unix.Statx_t
+	err = unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x)
+	if err == unix.ENOSYS {
+		return 1, syscall.Lstat(path, st)
+	}
+	if err != nil {
+		return 0, err
+	}
+	*st = syscall.Stat_t{
+		Dev:     unix.Mkdev(x.Dev_major, x.Dev_minor),
+		Ino:     x.Ino,
+		Nlink:   uint64(x.Nlink),
+		Mode:    uint32(x.Mode),
+		Uid:     x.Uid,
+		Gid:     x.Gid,
+		Rdev:    unix.Mkdev(x.Rdev_major, x.Rdev_minor),
+		Size:    int64(x.Size),
+		Blksize: int64(x.Blksize),
+		Blocks:  int64(x.Blocks),
+		Atim:    syscall.Timespec{Sec: x.Atime.Sec, Nsec: int64(x.Atime.Nsec)},
+		Mtim:    syscall.Timespec{Sec: x.Mtime.Sec, Nsec: int64(x.Mtime.Nsec)},
+		Ctim:    syscall.Timespec{Sec: x.Ctime.Sec, Nsec: int64(x.Ctime.Nsec)},
+	}
+	gen = 1
+	if x.Mask&unix.STATX_BTIME != 0 && (x.Btime.Sec != 0 || x.Btime.Nsec != 0) {
+		gen = uint64(x.Btime.Sec)*1e9 + uint64(x.Btime.Nsec)
+	}
+	return gen, nil
 }
 
 // fillAttr converts a lower stat to the plaintext view.
@@ -149,9 +185,9 @@ func (r *root) readlink(path string) ([]byte, syscall.Errno) {
 
 // newChild registers the lower entry at path (already stat'ed) as child
 // name of n.
-func (n *node) newChild(ctx context.Context, path string, st *syscall.Stat_t, out *fuse.EntryOut) *fs.Inode {
+func (n *node) newChild(ctx context.Context, path string, st *syscall.Stat_t, gen uint64, out *fuse.EntryOut) *fs.Inode {
 	n.r.fillAttr(path, st, &out.Attr)
-	return n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(st))
+	return n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(st, gen))
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -167,10 +203,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	p := dirPath + "/" + lower
 	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
+	gen, err := lstatGen(p, &st)
+	if err != nil {
 		return nil, toErrno(err)
 	}
-	return n.newChild(ctx, p, &st, out), 0
+	return n.newChild(ctx, p, &st, gen, out), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

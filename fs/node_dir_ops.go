@@ -51,10 +51,20 @@ func (n *node) create(ctx context.Context, name string, out *fuse.EntryOut, mk f
 	}
 	preserveOwner(ctx, p)
 	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
+	gen, err := lstatGen(p, &st)
+	if err != nil {
 		return nil, "", toErrno(err)
 	}
-	return n.newChild(ctx, p, &st, out), p, 0
+	ch := n.newChild(ctx, p, &st, gen, out)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A new directory has a new IV, even should its inode number and
+		// birth time match a node that is still cached.
+		cn := ch.Operations().(*node)
+		cn.dirIVMu.Lock()
+		cn.dirIVCache = nil
+		cn.dirIVMu.Unlock()
+	}
+	return ch, p, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
