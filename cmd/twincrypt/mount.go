@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -121,6 +122,17 @@ func planMount(f mountFlags, lowerArg, mntArg string) (*mountPlan, error) {
 	lower, err := realDir(lowerArg, "LOWER")
 	if err != nil {
 		return nil, err
+	}
+	// A mount already there, or one whose daemon died (stat then fails
+	// with ENOTCONN), gets a message that says what to do.
+	if clean, cerr := cleanMountPath(mntArg); cerr == nil {
+		if m, ok, _ := findMount(clean); ok {
+			var st syscall.Stat_t
+			if serr := syscall.Stat(clean, &st); errors.Is(serr, syscall.ENOTCONN) {
+				return nil, mountpointErrorf("%s: the %s daemon serving it has died; run 'twincrypt umount %s' first", mntArg, m.fsType, mntArg)
+			}
+			return nil, mountpointErrorf("%s is already a mount point (%s); unmount it first", mntArg, m.fsType)
+		}
 	}
 	mnt, err := realDir(mntArg, "mountpoint")
 	if err != nil {
