@@ -20,6 +20,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/names"
+	"github.com/twincrypt/twincrypt/measure"
 )
 
 // Options configure one mount.
@@ -45,6 +46,14 @@ type Options struct {
 	Log zerolog.Logger
 	// FSName is shown as the source in /proc/mounts (default: Lower).
 	FSName string
+	// Recorder times every operation (nil: instrumentation off).
+	Recorder *measure.Recorder
+	// Mirror, if set, is a plain directory to which every operation on
+	// the mount is applied as well, through the null transform, timed
+	// separately and paired with the mount's timing (mirror mode). It puts
+	// plaintext on disk: a measuring tool for non-secret data. It must
+	// start as a copy of the mount's plaintext (empty for a new volume).
+	Mirror string
 }
 
 // Mount mounts the filesystem described by o at mnt and returns the running
@@ -101,9 +110,9 @@ func newRoot(o Options) (*root, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, fmt.Errorf("lower directory %s: not a directory", lower)
 	}
-	r := &root{lower: lower, dev: uint64(st.Dev), log: o.Log}
+	r := &root{dev: uint64(st.Dev), log: o.Log, rec: o.Recorder}
 	if o.Config == nil {
-		r.t = nullTransform{}
+		r.main = &side{lower: lower, t: nullTransform{}}
 		r.kernelPassthrough = o.KernelPassthrough
 	} else {
 		if o.KernelPassthrough {
@@ -113,13 +122,29 @@ func newRoot(o Options) (*root, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.t = t
-		r.rmw = true
+		r.main = &side{lower: lower, t: t}
 		if err := ensureRootDirIV(lower, t, o.ReadOnly); err != nil {
 			return nil, err
 		}
 	}
-	r.io = r.t.content()
+	r.main.io = r.main.t.content()
+	if o.Mirror != "" {
+		if o.KernelPassthrough {
+			return nil, errors.New("mirror mode needs every READ and WRITE in the daemon: no kernel passthrough")
+		}
+		mirror, err := filepath.Abs(o.Mirror)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(mirror); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("mirror directory %s: not a directory (%v)", mirror, err)
+		}
+		if mirror == lower {
+			return nil, errors.New("the mirror directory cannot be LOWER itself")
+		}
+		t := nullTransform{}
+		r.twin = &side{lower: mirror, t: t, io: t.content()}
+	}
 	r.rootNode = r.newNode()
 	return r, nil
 }
@@ -163,7 +188,7 @@ func ensureRootDirIV(lower string, t *cryptTransform, readOnly bool) error {
 	if readOnly {
 		return fmt.Errorf("%s: volume has no root directory IV yet; mount it read-write once", lower)
 	}
-	if errno := t.newDir(lower); errno != 0 {
+	if errno := t.newDir(&acct{}, lower); errno != 0 {
 		return fmt.Errorf("write root directory IV: %w", errno)
 	}
 	return nil

@@ -71,11 +71,11 @@ func (c *cryptIO) fail(h *ioState, err error) syscall.Errno {
 	return syscall.EIO
 }
 
-func (c *cryptIO) open(h *ioState, fd int) syscall.Errno {
+func (c *cryptIO) open(a *acct, h *ioState, fd int) syscall.Errno {
 	h.fc, h.bad, h.size = nil, nil, 0
 	h.hdrLoaded.Store(true)
 	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
+	if err := a.fstat(fd, &st); err != nil {
 		return toErrno(err)
 	}
 	size, err := content.PlainSize(st.Size)
@@ -90,7 +90,7 @@ func (c *cryptIO) open(h *ioState, fd int) syscall.Errno {
 }
 
 // loadHeader reads and checks the header at the first I/O after open.
-func (c *cryptIO) loadHeader(h *ioState, fd int) syscall.Errno {
+func (c *cryptIO) loadHeader(a *acct, h *ioState, fd int) syscall.Errno {
 	if h.hdrLoaded.Load() {
 		return 0
 	}
@@ -101,7 +101,7 @@ func (c *cryptIO) loadHeader(h *ioState, fd int) syscall.Errno {
 	}
 	defer h.hdrLoaded.Store(true)
 	var b [headerSize]byte
-	if n, err := preadFull(fd, b[:], 0); err != nil || n != headerSize {
+	if n, err := a.pread(fd, b[:], 0); err != nil || n != headerSize {
 		if err != nil && err != syscall.EIO {
 			h.hdrLoaded.Store(false)
 			return toErrno(err)
@@ -111,7 +111,9 @@ func (c *cryptIO) loadHeader(h *ioState, fd int) syscall.Errno {
 	}
 	hdr, err := content.ParseHeader(b[:])
 	if err == nil {
+		t0 := a.now()
 		h.fc, err = c.engine.FileCipher(&hdr)
+		a.cryptoSince(t0)
 	}
 	if err != nil {
 		h.bad = err
@@ -122,8 +124,8 @@ func (c *cryptIO) loadHeader(h *ioState, fd int) syscall.Errno {
 
 // ensureHeader gives a file that has none (an empty lower file) a header
 // with a fresh file id.
-func (c *cryptIO) ensureHeader(h *ioState, fd int) syscall.Errno {
-	if errno := c.loadHeader(h, fd); errno != 0 {
+func (c *cryptIO) ensureHeader(a *acct, h *ioState, fd int) syscall.Errno {
+	if errno := c.loadHeader(a, h, fd); errno != 0 {
 		return errno
 	}
 	if h.bad != nil {
@@ -135,10 +137,12 @@ func (c *cryptIO) ensureHeader(h *ioState, fd int) syscall.Errno {
 	hdr := c.engine.NewHeader()
 	var b [headerSize]byte
 	hdr.Marshal(b[:])
-	if _, err := pwriteFull(fd, b[:], 0); err != nil {
+	if _, err := a.pwrite(fd, b[:], 0); err != nil {
 		return toErrno(err)
 	}
+	t0 := a.now()
 	fc, err := c.engine.FileCipher(&hdr)
+	a.cryptoSince(t0)
 	if err != nil {
 		return c.fail(h, err)
 	}
@@ -148,27 +152,29 @@ func (c *cryptIO) ensureHeader(h *ioState, fd int) syscall.Errno {
 
 // readUnit decrypts extent e of a file of plainSize bytes into dst and
 // returns its plaintext length. scratch must hold a stored unit.
-func (c *cryptIO) readUnit(h *ioState, fd int, e, plainSize int64, dst, scratch []byte) (int, syscall.Errno) {
+func (c *cryptIO) readUnit(a *acct, h *ioState, fd int, e, plainSize int64, dst, scratch []byte) (int, syscall.Errno) {
 	stored := content.UnitSize(e, plainSize)
 	if stored == 0 {
 		return 0, 0
 	}
 	s := scratch[:stored]
-	n, err := preadFull(fd, s, content.UnitOffset(e))
+	n, err := a.pread(fd, s, content.UnitOffset(e))
 	if err != nil {
 		return 0, toErrno(err)
 	}
 	if n != stored {
 		return 0, c.fail(h, fmt.Errorf("extent %d: lower file is short (%d of %d bytes)", e, n, stored))
 	}
+	t0 := a.now()
 	h.fc.DecryptUnit(s, s, e)
+	a.cryptoSince(t0)
 	plainLen := min(extentSize, plainSize-e*extentSize)
 	copy(dst, s[:plainLen])
 	return int(plainLen), 0
 }
 
-func (c *cryptIO) read(h *ioState, fd int, dst []byte, off int64) (int, syscall.Errno) {
-	if errno := c.loadHeader(h, fd); errno != 0 {
+func (c *cryptIO) read(a *acct, h *ioState, fd int, dst []byte, off int64) (int, syscall.Errno) {
+	if errno := c.loadHeader(a, h, fd); errno != 0 {
 		return 0, errno
 	}
 	if h.bad != nil {
@@ -186,27 +192,29 @@ func (c *cryptIO) read(h *ioState, fd int, dst []byte, off int64) (int, syscall.
 	total := int(e1-e0)*extentSize + content.UnitSize(e1, size)
 	p, buf := getBuf(total)
 	defer putBuf(p)
-	n, err := preadFull(fd, buf, content.UnitOffset(e0))
+	n, err := a.pread(fd, buf, content.UnitOffset(e0))
 	if err != nil {
 		return 0, toErrno(err)
 	}
 	if n != total {
 		return 0, c.fail(h, fmt.Errorf("lower file is short at extent %d (%d of %d bytes)", e0, n, total))
 	}
+	t0 := a.now()
 	for e := e0; e <= e1; e++ {
 		u := buf[int(e-e0)*extentSize:]
 		u = u[:min(len(u), extentSize+trailer)]
 		u = u[:content.UnitSize(e, size)]
 		h.fc.DecryptUnit(u, u, e)
 	}
+	a.cryptoSince(t0)
 	return copy(dst, buf[off-e0*extentSize:end-e0*extentSize]), 0
 }
 
-func (c *cryptIO) write(h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
+func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
 	if len(src) == 0 {
 		return 0, 0
 	}
-	if errno := c.ensureHeader(h, fd); errno != 0 {
+	if errno := c.ensureHeader(a, h, fd); errno != 0 {
 		return 0, errno
 	}
 	oldSize := h.size
@@ -216,7 +224,7 @@ func (c *cryptIO) write(h *ioState, fd int, src []byte, off int64) (int, syscall
 	if end > oldSize && oldSize%extentSize != 0 && oldSize/extentSize < e0 {
 		// The old last extent stays outside the written range but stops
 		// being the last: store it as a full extent.
-		if errno := c.promoteTail(h, fd, oldSize); errno != 0 {
+		if errno := c.promoteTail(a, h, fd, oldSize); errno != 0 {
 			return 0, errno
 		}
 	}
@@ -255,7 +263,7 @@ func (c *cryptIO) write(h *ioState, fd int, src []byte, off int64) (int, syscall
 			defer putBuf(sp)
 			scratch = s
 		}
-		if _, errno := c.readUnit(h, fd, e, oldSize, u, scratch); errno != 0 {
+		if _, errno := c.readUnit(a, h, fd, e, oldSize, u, scratch); errno != 0 {
 			return 0, errno
 		}
 	}
@@ -265,12 +273,14 @@ func (c *cryptIO) write(h *ioState, fd int, src []byte, off int64) (int, syscall
 		clear(buf[z:])
 	}
 
+	t0 := a.now()
 	for e := e0; e <= e1; e++ {
 		u := buf[int(e-e0)*extentSize:]
 		u = u[:content.UnitSize(e, newSize)]
 		h.fc.EncryptUnit(u, u, e)
 	}
-	if _, err := pwriteFull(fd, buf, content.UnitOffset(e0)); err != nil {
+	a.cryptoSince(t0)
+	if _, err := a.pwrite(fd, buf, content.UnitOffset(e0)); err != nil {
 		return 0, toErrno(err)
 	}
 	h.size = newSize
@@ -280,47 +290,51 @@ func (c *cryptIO) write(h *ioState, fd int, src []byte, off int64) (int, syscall
 // promoteTail re-encrypts the last extent of a file of oldSize bytes (whose
 // size is not a multiple of the extent size) as a full extent, zero-filled,
 // and zeroes the bytes its tail unit had spilled into the next extent.
-func (c *cryptIO) promoteTail(h *ioState, fd int, oldSize int64) syscall.Errno {
+func (c *cryptIO) promoteTail(a *acct, h *ioState, fd int, oldSize int64) syscall.Errno {
 	e := oldSize / extentSize
 	p, buf := getBuf(2*extentSize + trailer)
 	defer putBuf(p)
 	unit, scratch := buf[:extentSize+trailer], buf[extentSize+trailer:]
 	clear(unit)
-	if _, errno := c.readUnit(h, fd, e, oldSize, unit, scratch); errno != 0 {
+	if _, errno := c.readUnit(a, h, fd, e, oldSize, unit, scratch); errno != 0 {
 		return errno
 	}
+	t0 := a.now()
 	h.fc.EncryptUnit(unit[:extentSize], unit[:extentSize], e)
+	a.cryptoSince(t0)
 	n := max(extentSize, content.UnitSize(e, oldSize))
-	_, err := pwriteFull(fd, unit[:n], content.UnitOffset(e))
+	_, err := a.pwrite(fd, unit[:n], content.UnitOffset(e))
 	return toErrno(err)
 }
 
 // retail re-encrypts extent e (holding plaintext bytes of a file of
 // oldSize bytes) as the last extent of a file of newSize bytes.
-func (c *cryptIO) retail(h *ioState, fd int, oldSize, newSize int64) syscall.Errno {
+func (c *cryptIO) retail(a *acct, h *ioState, fd int, oldSize, newSize int64) syscall.Errno {
 	e := newSize / extentSize
 	r := int(newSize % extentSize)
 	p, buf := getBuf(2*extentSize + 2*trailer)
 	defer putBuf(p)
 	unit, scratch := buf[:extentSize+trailer], buf[extentSize+trailer:]
 	clear(unit)
-	if _, errno := c.readUnit(h, fd, e, oldSize, unit, scratch); errno != 0 {
+	if _, errno := c.readUnit(a, h, fd, e, oldSize, unit, scratch); errno != 0 {
 		return errno
 	}
 	clear(unit[r:])
 	u := unit[:r+trailer]
+	t0 := a.now()
 	h.fc.EncryptUnit(u, u, e)
-	_, err := pwriteFull(fd, u, content.UnitOffset(e))
+	a.cryptoSince(t0)
+	_, err := a.pwrite(fd, u, content.UnitOffset(e))
 	return toErrno(err)
 }
 
-func (c *cryptIO) truncate(h *ioState, fd int, size int64) syscall.Errno {
+func (c *cryptIO) truncate(a *acct, h *ioState, fd int, size int64) syscall.Errno {
 	oldSize := h.size
 	switch {
 	case size == 0:
 		// An empty file is an empty lower file; the next write starts a
 		// new header with a new file id.
-		if err := syscall.Ftruncate(fd, 0); err != nil {
+		if err := a.ftruncate(fd, 0); err != nil {
 			return toErrno(err)
 		}
 		h.fc, h.bad, h.size = nil, nil, 0
@@ -329,20 +343,20 @@ func (c *cryptIO) truncate(h *ioState, fd int, size int64) syscall.Errno {
 	case size == oldSize:
 		return 0
 	}
-	if errno := c.ensureHeader(h, fd); errno != 0 {
+	if errno := c.ensureHeader(a, h, fd); errno != 0 {
 		return errno
 	}
 	switch {
 	case size < oldSize:
 		if size%extentSize != 0 {
-			if errno := c.retail(h, fd, oldSize, size); errno != 0 {
+			if errno := c.retail(a, h, fd, oldSize, size); errno != 0 {
 				return errno
 			}
 		} else {
 			// The new last extent is empty: its 16-byte unit must read
 			// as zeros, and the old extent's first bytes are still there.
 			var z [trailer]byte
-			if _, err := pwriteFull(fd, z[:], content.UnitOffset(size/extentSize)); err != nil {
+			if _, err := a.pwrite(fd, z[:], content.UnitOffset(size/extentSize)); err != nil {
 				return toErrno(err)
 			}
 		}
@@ -351,9 +365,9 @@ func (c *cryptIO) truncate(h *ioState, fd int, size int64) syscall.Errno {
 		// as a full extent or as a longer last extent.
 		var errno syscall.Errno
 		if oldSize/extentSize < size/extentSize {
-			errno = c.promoteTail(h, fd, oldSize)
+			errno = c.promoteTail(a, h, fd, oldSize)
 		} else {
-			errno = c.retail(h, fd, oldSize, size)
+			errno = c.retail(a, h, fd, oldSize, size)
 		}
 		if errno != 0 {
 			return errno
@@ -361,15 +375,15 @@ func (c *cryptIO) truncate(h *ioState, fd int, size int64) syscall.Errno {
 	}
 	// Everything past the old data becomes a hole in the lower file, and
 	// all-zero units read as zeros.
-	if err := syscall.Ftruncate(fd, content.LowerSize(size)); err != nil {
+	if err := a.ftruncate(fd, content.LowerSize(size)); err != nil {
 		return toErrno(err)
 	}
 	h.size = size
 	return 0
 }
 
-func (c *cryptIO) allocate(h *ioState, fd int, off, size int64, mode uint32) syscall.Errno {
-	if errno := c.loadHeader(h, fd); errno != 0 {
+func (c *cryptIO) allocate(a *acct, h *ioState, fd int, off, size int64, mode uint32) syscall.Errno {
+	if errno := c.loadHeader(a, h, fd); errno != 0 {
 		return errno
 	}
 	if h.bad != nil {
@@ -379,17 +393,17 @@ func (c *cryptIO) allocate(h *ioState, fd int, off, size int64, mode uint32) sys
 	case 0, unix.FALLOC_FL_KEEP_SIZE:
 		// Reserve the lower blocks; reserved blocks read as zeros, which
 		// is a hole in our format.
-		if err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, content.UnitOffset(0)+off, size+trailer); err != nil {
+		if err := a.fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, content.UnitOffset(0)+off, size+trailer); err != nil {
 			return toErrno(err)
 		}
 		if mode == 0 && off+size > h.size {
-			return c.truncate(h, fd, off+size)
+			return c.truncate(a, h, fd, off+size)
 		}
 		return 0
 	case unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_ZERO_RANGE, unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE:
 		end := off + size
 		if mode&unix.FALLOC_FL_KEEP_SIZE == 0 && end > h.size {
-			if errno := c.truncate(h, fd, end); errno != 0 {
+			if errno := c.truncate(a, h, fd, end); errno != 0 {
 				return errno
 			}
 		}
@@ -397,14 +411,14 @@ func (c *cryptIO) allocate(h *ioState, fd int, off, size int64, mode uint32) sys
 		if off >= end {
 			return 0
 		}
-		return c.zeroRange(h, fd, off, end)
+		return c.zeroRange(a, h, fd, off, end)
 	}
 	return syscall.EOPNOTSUPP
 }
 
 // zeroRange makes [off,end) (inside the file) read as zeros: whole full
 // extents are punched out of the lower file, partial ones rewritten.
-func (c *cryptIO) zeroRange(h *ioState, fd int, off, end int64) syscall.Errno {
+func (c *cryptIO) zeroRange(a *acct, h *ioState, fd int, off, end int64) syscall.Errno {
 	first := (off + extentSize - 1) / extentSize // first whole extent
 	last := end / extentSize                     // one past the last whole extent
 	if last >= h.size/extentSize {
@@ -414,7 +428,7 @@ func (c *cryptIO) zeroRange(h *ioState, fd int, off, end int64) syscall.Errno {
 	writeZeros := func(from, to int64) syscall.Errno {
 		for from < to {
 			n := min(to-from, extentSize-from%extentSize)
-			if _, errno := c.write(h, fd, z[:n], from); errno != 0 {
+			if _, errno := c.write(a, h, fd, z[:n], from); errno != 0 {
 				return errno
 			}
 			from += n
@@ -427,7 +441,7 @@ func (c *cryptIO) zeroRange(h *ioState, fd int, off, end int64) syscall.Errno {
 	if errno := writeZeros(off, first*extentSize); errno != 0 {
 		return errno
 	}
-	err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE,
+	err := a.fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE,
 		content.UnitOffset(first), (last-first)*extentSize)
 	if err != nil {
 		// No hole punching below: write the zeros instead.
@@ -438,14 +452,14 @@ func (c *cryptIO) zeroRange(h *ioState, fd int, off, end int64) syscall.Errno {
 	return writeZeros(last*extentSize, end)
 }
 
-func (c *cryptIO) lseek(h *ioState, fd int, off int64, whence int) (int64, syscall.Errno) {
+func (c *cryptIO) lseek(a *acct, h *ioState, fd int, off int64, whence int) (int64, syscall.Errno) {
 	size := h.size
 	switch whence {
 	case unix.SEEK_DATA:
 		if off >= size {
 			return 0, syscall.ENXIO
 		}
-		cOff, err := unix.Seek(fd, content.UnitOffset(off/extentSize), whence)
+		cOff, err := a.seek(fd, content.UnitOffset(off/extentSize), whence)
 		if err == syscall.ENXIO {
 			return 0, syscall.ENXIO
 		} else if err != nil {
@@ -460,7 +474,7 @@ func (c *cryptIO) lseek(h *ioState, fd int, off int64, whence int) (int64, sysca
 		if off > size {
 			return 0, syscall.ENXIO
 		}
-		cOff, err := unix.Seek(fd, headerSize+off, whence)
+		cOff, err := a.seek(fd, headerSize+off, whence)
 		if err != nil {
 			return 0, toErrno(err)
 		}

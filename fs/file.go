@@ -2,19 +2,21 @@ package fs
 
 import (
 	"context"
-	"strconv"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/measure"
 )
 
-// file is an open file: a lower descriptor, with content going through
-// the mount's transform under the inode's content lock.
+// file is an open file: a lower descriptor whose content goes through the
+// mount's transform under the inode's content lock, and in mirror mode a
+// descriptor of the same file in the plaintext twin.
 type file struct {
-	n  *node
-	fd int
+	n      *node
+	fd     int
+	twinFd int // -1 outside mirror mode
 }
 
 var (
@@ -38,111 +40,140 @@ var _ = (fs.FilePassthroughFder)((*passthroughFile)(nil))
 
 func (f *passthroughFile) PassthroughFd() (int, bool) { return f.fd, true }
 
-func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+// twin runs fn on the mirror side's descriptor (mirror mode only).
+func (f *file) twin(o *opRun, fn func(s *side, a *acct, fd int) syscall.Errno) {
+	o.mirror(f.n.r, func(s *side, a *acct) syscall.Errno {
+		if f.twinFd < 0 {
+			return syscall.EBADF
+		}
+		return fn(s, a, f.twinFd)
+	})
+}
+
+func (f *file) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
+	o := f.n.r.begin(measure.OpRead, f.n)
+	defer func() { o.end(errno) }()
 	st := &f.n.io
 	st.mu.RLock()
-	n, errno := f.n.r.io.read(st, f.fd, dest, off)
+	n, errno := f.n.r.main.io.read(&o.a, st, f.fd, dest, off)
 	st.mu.RUnlock()
+	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
+		p, buf := getBuf(len(dest))
+		defer putBuf(p)
+		_, errno := s.io.read(a, nil, fd, buf, off)
+		return errno
+	})
+	o.io(off, n)
 	if errno != 0 {
 		return nil, errno
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+func (f *file) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
+	o := f.n.r.begin(measure.OpWrite, f.n)
+	defer func() { o.end(errno) }()
 	st := &f.n.io
 	st.mu.Lock()
-	n, errno := f.n.r.io.write(st, f.fd, data, off)
+	n, errno := f.n.r.main.io.write(&o.a, st, f.fd, data, off)
+	// The twin is written under the same lock, so both see the writes of
+	// concurrent writers in the same order.
+	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
+		_, errno := s.io.write(a, nil, fd, data, off)
+		return errno
+	})
 	st.mu.Unlock()
+	o.io(off, n)
 	return uint32(n), errno
 }
 
-func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if flags&fsyncFdatasync != 0 {
-		return toErrno(syscall.Fdatasync(f.fd))
-	}
-	return toErrno(syscall.Fsync(f.fd))
-}
-
-// Flush is called at every close(2) of a descriptor sharing this handle.
-// Closing a dup of the lower descriptor reports delayed write errors of
-// the lower filesystem (NFS, quota) to that close.
-func (f *file) Flush(ctx context.Context) syscall.Errno {
-	nfd, err := syscall.Dup(f.fd)
-	if err != nil {
+func (f *file) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
+	o := f.n.r.begin(measure.OpFsync, f.n)
+	defer func() { o.end(errno) }()
+	fsync := func(a *acct, fd int) syscall.Errno {
+		t0 := a.now()
+		var err error
+		if flags&fsyncFdatasync != 0 {
+			err = syscall.Fdatasync(fd)
+		} else {
+			err = syscall.Fsync(fd)
+		}
+		a.lowerSince(t0)
 		return toErrno(err)
 	}
-	return toErrno(syscall.Close(nfd))
-}
-
-func (f *file) Release(ctx context.Context) syscall.Errno {
-	return toErrno(syscall.Close(f.fd))
-}
-
-func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(f.fd, &st); err != nil {
-		return toErrno(err)
-	}
-	f.n.r.fillAttr("", &st, &out.Attr)
-	return 0
-}
-
-func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if m, ok := in.GetMode(); ok {
-		if err := syscall.Fchmod(f.fd, m); err != nil {
-			return toErrno(err)
-		}
-	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		suid, sgid := -1, -1
-		if uok {
-			suid = int(uid)
-		}
-		if gok {
-			sgid = int(gid)
-		}
-		if err := syscall.Fchown(f.fd, suid, sgid); err != nil {
-			return toErrno(err)
-		}
-	}
-	if sz, ok := in.GetSize(); ok {
-		st := &f.n.io
-		st.mu.Lock()
-		errno := f.n.r.io.truncate(st, f.fd, int64(sz))
-		st.mu.Unlock()
-		if errno != 0 {
-			return errno
-		}
-	}
-	if ts, ok := setattrTimes(in); ok {
-		// futimens(2): utimensat on the descriptor's /proc entry keeps
-		// nanoseconds and UTIME_OMIT.
-		p := "/proc/self/fd/" + strconv.Itoa(f.fd)
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
-			return toErrno(err)
-		}
-	}
-	return f.Getattr(ctx, out)
-}
-
-func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
-	st := &f.n.io
-	st.mu.RLock()
-	n, errno := f.n.r.io.lseek(st, f.fd, int64(off), int(whence))
-	st.mu.RUnlock()
-	return uint64(n), errno
-}
-
-func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	st := &f.n.io
-	st.mu.Lock()
-	errno := f.n.r.io.allocate(st, f.fd, int64(off), int64(size), mode)
-	st.mu.Unlock()
+	errno = fsync(&o.a, f.fd)
+	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return fsync(a, fd) })
 	return errno
 }
 
 // fsyncFdatasync is FUSE_FSYNC_FDATASYNC, bit 0 of fsync_flags.
 const fsyncFdatasync = 1
+
+// Flush is called at every close(2) of a descriptor sharing this handle.
+// Closing a dup of the lower descriptor reports delayed write errors of
+// the lower filesystem (NFS, quota) to that close.
+func (f *file) Flush(ctx context.Context) (errno syscall.Errno) {
+	o := f.n.r.begin(measure.OpFlush, f.n)
+	defer func() { o.end(errno) }()
+	flush := func(a *acct, fd int) syscall.Errno {
+		t0 := a.now()
+		defer a.lowerSince(t0)
+		nfd, err := syscall.Dup(fd)
+		if err != nil {
+			return toErrno(err)
+		}
+		return toErrno(syscall.Close(nfd))
+	}
+	errno = flush(&o.a, f.fd)
+	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return flush(a, fd) })
+	return errno
+}
+
+func (f *file) Release(ctx context.Context) (errno syscall.Errno) {
+	o := f.n.r.begin(measure.OpRelease, f.n)
+	defer func() { o.end(errno) }()
+	release := func(a *acct, fd int) syscall.Errno {
+		t0 := a.now()
+		defer a.lowerSince(t0)
+		return toErrno(syscall.Close(fd))
+	}
+	errno = release(&o.a, f.fd)
+	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return release(a, fd) })
+	return errno
+}
+
+func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return f.n.Getattr(ctx, f, out)
+}
+
+func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return f.n.Setattr(ctx, f, in, out)
+}
+
+func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (res uint64, errno syscall.Errno) {
+	o := f.n.r.begin(measure.OpLseek, f.n)
+	defer func() { o.end(errno) }()
+	st := &f.n.io
+	st.mu.RLock()
+	n, errno := f.n.r.main.io.lseek(&o.a, st, f.fd, int64(off), int(whence))
+	st.mu.RUnlock()
+	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
+		_, errno := s.io.lseek(a, nil, fd, int64(off), int(whence))
+		return errno
+	})
+	return uint64(n), errno
+}
+
+func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) (errno syscall.Errno) {
+	o := f.n.r.begin(measure.OpFallocate, f.n)
+	defer func() { o.end(errno) }()
+	st := &f.n.io
+	st.mu.Lock()
+	errno = f.n.r.main.io.allocate(&o.a, st, f.fd, int64(off), int64(size), mode)
+	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
+		return s.io.allocate(a, nil, fd, int64(off), int64(size), mode)
+	})
+	st.mu.Unlock()
+	o.io(int64(off), int(size))
+	return errno
+}

@@ -7,6 +7,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/measure"
 )
 
 var (
@@ -23,39 +25,60 @@ var (
 
 // preserveOwner gives a new lower entry the caller's uid and gid when the
 // daemon runs as root (as go-fuse's loopback does).
-func preserveOwner(ctx context.Context, path string) {
+func preserveOwner(ctx context.Context, a *acct, path string) {
 	if syscall.Geteuid() != 0 {
 		return
 	}
 	if caller, ok := fuse.FromContext(ctx); ok {
+		t0 := a.now()
 		unix.Lchown(path, int(caller.Uid), int(caller.Gid))
+		a.lowerSince(t0)
 	}
 }
 
-// create runs mk to make the lower entry for name in n, with the long-name
-// sidecar written first and removed again if mk fails, then registers it.
-func (n *node) create(ctx context.Context, name string, out *fuse.EntryOut, mk func(path string) error) (*fs.Inode, string, syscall.Errno) {
-	dirPath, lower, long, errno := n.childPath(name)
+// mkEntry runs mk to make the entry name of directory n on side s, with a
+// long-name sidecar written first and removed again if mk fails.
+func (s *side) mkEntry(ctx context.Context, a *acct, n *node, name string, mk func(path string) error) (string, syscall.Errno) {
+	dirPath, lower, long, errno := s.child(a, n, name)
+	if errno != 0 {
+		return "", errno
+	}
+	if errno := s.t.writeLong(a, dirPath, lower, long); errno != 0 {
+		return "", errno
+	}
+	p := dirPath + "/" + lower
+	t0 := a.now()
+	err := mk(p)
+	a.lowerSince(t0)
+	if err != nil {
+		if long != "" && err != syscall.EEXIST {
+			s.t.dropLong(a, dirPath, lower)
+		}
+		return "", toErrno(err)
+	}
+	preserveOwner(ctx, a, p)
+	return p, 0
+}
+
+// create makes the entry on the mount's side and, in mirror mode, on the
+// twin, and registers the new inode.
+func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.EntryOut, mk func(s *side, a *acct, path string) error) (*fs.Inode, string, syscall.Errno) {
+	m := n.r.main
+	p, errno := m.mkEntry(ctx, &o.a, n, name, func(p string) error { return mk(m, &o.a, p) })
+	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+		_, errno := s.mkEntry(ctx, a, n, name, func(p string) error { return mk(s, a, p) })
+		return errno
+	})
 	if errno != 0 {
 		return nil, "", errno
 	}
-	if errno := n.r.t.writeLong(dirPath, lower, long); errno != 0 {
-		return nil, "", errno
-	}
-	p := dirPath + "/" + lower
-	if err := mk(p); err != nil {
-		if long != "" && err != syscall.EEXIST {
-			n.r.t.dropLong(dirPath, lower)
-		}
-		return nil, "", toErrno(err)
-	}
-	preserveOwner(ctx, p)
 	var st syscall.Stat_t
-	gen, err := lstatGen(p, &st)
+	gen, err := o.a.lstatGen(p, &st)
 	if err != nil {
 		return nil, "", toErrno(err)
 	}
-	ch := n.newChild(ctx, p, &st, gen, out)
+	m.fillAttr(&o.a, p, &st, &out.Attr)
+	ch := n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(&st, gen))
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A new directory has a new IV, even should its inode number and
 		// birth time match a node that is still cached.
@@ -67,14 +90,16 @@ func (n *node) create(ctx context.Context, name string, out *fuse.EntryOut, mk f
 	return ch, p, 0
 }
 
-func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ch, _, errno := n.create(ctx, name, out, func(p string) error {
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
+	o := n.r.begin(measure.OpMkdir, n)
+	defer func() { o.end(errno) }()
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
 		// Made private first, so that the directory IV can be written
 		// even when mode has no write bit, then given its real mode.
 		if err := syscall.Mkdir(p, 0700); err != nil {
 			return err
 		}
-		if errno := n.r.t.newDir(p); errno != 0 {
+		if errno := s.t.newDir(a, p); errno != 0 {
 			syscall.Rmdir(p)
 			return errno
 		}
@@ -83,22 +108,71 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	return ch, errno
 }
 
-func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	dirPath, lower, _, errno := n.childPath(name)
-	if errno != 0 {
-		return errno
+func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
+	o := n.r.begin(measure.OpMknod, n)
+	defer func() { o.end(errno) }()
+	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, _ *acct, p string) error {
+		return syscall.Mknod(p, mode, int(rdev))
+	})
+	return ch, errno
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
+	o := n.r.begin(measure.OpSymlink, n)
+	defer func() { o.end(errno) }()
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
+		cTarget, errno := s.t.encodeLink(a, target)
+		if errno != 0 {
+			return errno
+		}
+		return syscall.Symlink(cTarget, p)
+	})
+	return ch, errno
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
+	o := n.r.begin(measure.OpLink, n)
+	defer func() { o.end(errno) }()
+	tn, ok := target.(*node)
+	if !ok || tn.r != n.r {
+		return nil, syscall.EXDEV
 	}
-	p := dirPath + "/" + lower
-	restore, errno := n.clearDirMeta(p)
-	if errno != 0 {
-		return errno
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
+		oldPath, errno := s.path(a, tn)
+		if errno != 0 {
+			return errno
+		}
+		return syscall.Link(oldPath, p)
+	})
+	return ch, errno
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
+	o := n.r.begin(measure.OpRmdir, n)
+	defer func() { o.end(errno) }()
+	rmdir := func(s *side, a *acct) syscall.Errno {
+		dirPath, lower, _, errno := s.child(a, n, name)
+		if errno != 0 {
+			return errno
+		}
+		p := dirPath + "/" + lower
+		restore, errno := s.clearDirMeta(a, p)
+		if errno != 0 {
+			return errno
+		}
+		t0 := a.now()
+		err := syscall.Rmdir(p)
+		a.lowerSince(t0)
+		if err != nil {
+			restore()
+			return toErrno(err)
+		}
+		s.t.dropLong(a, dirPath, lower)
+		return 0
 	}
-	if err := syscall.Rmdir(p); err != nil {
-		restore()
-		return toErrno(err)
-	}
-	n.r.t.dropLong(dirPath, lower)
-	return 0
+	errno = rmdir(n.r.main, &o.a)
+	o.mirror(n.r, rmdir)
+	return errno
 }
 
 // clearDirMeta prepares the lower directory at path for removal (rmdir,
@@ -106,11 +180,13 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // plaintext one is empty. It returns ENOTEMPTY unless only metadata is
 // there, removes it, and returns a function that puts it back should the
 // removal still fail.
-func (n *node) clearDirMeta(path string) (restore func(), errno syscall.Errno) {
-	meta := n.r.t.dirMeta()
+func (s *side) clearDirMeta(a *acct, path string) (restore func(), errno syscall.Errno) {
+	meta := s.t.dirMeta()
 	if len(meta) == 0 {
 		return func() {}, 0
 	}
+	t0 := a.now()
+	defer a.lowerSince(t0)
 	if errno := lowerDirEmpty(path, meta); errno != 0 {
 		return nil, errno
 	}
@@ -157,38 +233,58 @@ func lowerDirEmpty(path string, meta []string) syscall.Errno {
 	}
 }
 
-func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	dirPath, lower, _, errno := n.childPath(name)
-	if errno != 0 {
-		return errno
+func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
+	o := n.r.begin(measure.OpUnlink, n)
+	defer func() { o.end(errno) }()
+	unlink := func(s *side, a *acct) syscall.Errno {
+		dirPath, lower, _, errno := s.child(a, n, name)
+		if errno != 0 {
+			return errno
+		}
+		t0 := a.now()
+		err := syscall.Unlink(dirPath + "/" + lower)
+		a.lowerSince(t0)
+		if err != nil {
+			return toErrno(err)
+		}
+		s.t.dropLong(a, dirPath, lower)
+		return 0
 	}
-	if err := syscall.Unlink(dirPath + "/" + lower); err != nil {
-		return toErrno(err)
-	}
-	n.r.t.dropLong(dirPath, lower)
-	return 0
+	errno = unlink(n.r.main, &o.a)
+	o.mirror(n.r, unlink)
+	return errno
 }
 
-func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
+	o := n.r.begin(measure.OpRename, n)
+	defer func() { o.end(errno) }()
 	np, ok := newParent.(*node)
 	if !ok || np.r != n.r {
 		return syscall.EXDEV
 	}
-	dirPath, lower, long, errno := n.childPath(name)
+	rename := func(s *side, a *acct) syscall.Errno {
+		return s.rename(a, n, name, np, newName, flags)
+	}
+	errno = rename(n.r.main, &o.a)
+	o.mirror(n.r, rename)
+	return errno
+}
+
+func (s *side) rename(a *acct, n *node, name string, np *node, newName string, flags uint32) syscall.Errno {
+	dirPath, lower, long, errno := s.child(a, n, name)
 	if errno != 0 {
 		return errno
 	}
-	newDirPath, newLower, newLong, errno := np.childPath(newName)
+	newDirPath, newLower, newLong, errno := s.child(a, np, newName)
 	if errno != 0 {
 		return errno
 	}
-	if errno := n.r.t.writeLong(newDirPath, newLower, newLong); errno != 0 {
+	if errno := s.t.writeLong(a, newDirPath, newLower, newLong); errno != 0 {
 		return errno
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
-		// Both names stay in use: each needs its sidecar in the other
-		// directory.
-		if errno := n.r.t.writeLong(dirPath, lower, long); errno != 0 {
+		// Both names stay in use: each needs its sidecar.
+		if errno := s.t.writeLong(a, dirPath, lower, long); errno != 0 {
 			return errno
 		}
 	}
@@ -196,83 +292,79 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	restore := func() {}
 	if flags&unix.RENAME_EXCHANGE == 0 {
 		var st, newSt syscall.Stat_t
-		if syscall.Lstat(oldPath, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
-			syscall.Lstat(newPath, &newSt) == nil && newSt.Mode&syscall.S_IFMT == syscall.S_IFDIR && st.Ino != newSt.Ino {
+		if a.lstat(oldPath, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+			a.lstat(newPath, &newSt) == nil && newSt.Mode&syscall.S_IFMT == syscall.S_IFDIR && st.Ino != newSt.Ino {
 			// A directory replacing an empty one.
-			if restore, errno = n.clearDirMeta(newPath); errno != 0 {
+			if restore, errno = s.clearDirMeta(a, newPath); errno != 0 {
 				return errno
 			}
 		}
 	}
+	t0 := a.now()
 	err := unix.Renameat2(unix.AT_FDCWD, oldPath, unix.AT_FDCWD, newPath, uint(flags))
+	a.lowerSince(t0)
 	if err != nil {
 		restore()
 		if newLong != "" && flags&unix.RENAME_EXCHANGE == 0 {
 			// Only drop a sidecar nobody else uses.
 			var st syscall.Stat_t
-			if syscall.Lstat(newDirPath+"/"+newLower, &st) != nil {
-				n.r.t.dropLong(newDirPath, newLower)
+			if a.lstat(newPath, &st) != nil {
+				s.t.dropLong(a, newDirPath, newLower)
 			}
 		}
 		return toErrno(err)
 	}
-	if flags&unix.RENAME_EXCHANGE == 0 && (dirPath != newDirPath || lower != newLower) {
-		n.r.t.dropLong(dirPath, lower)
+	if flags&unix.RENAME_EXCHANGE == 0 && oldPath != newPath {
+		s.t.dropLong(a, dirPath, lower)
 	}
 	return 0
 }
 
-func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	cTarget, errno := n.r.t.encodeLink(target)
-	if errno != 0 {
-		return nil, errno
+func (n *node) Readlink(ctx context.Context) (target []byte, errno syscall.Errno) {
+	o := n.r.begin(measure.OpReadlink, n)
+	defer func() { o.end(errno) }()
+	readlink := func(s *side, a *acct) ([]byte, string, syscall.Errno) {
+		p, errno := s.path(a, n)
+		if errno != 0 {
+			return nil, p, errno
+		}
+		target, errno := s.readlink(a, p)
+		return target, p, errno
 	}
-	ch, _, errno := n.create(ctx, name, out, func(p string) error {
-		return syscall.Symlink(cTarget, p)
+	target, p, errno := readlink(n.r.main, &o.a)
+	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+		_, _, errno := readlink(s, a)
+		return errno
 	})
-	return ch, errno
-}
-
-func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	p, errno := n.lowerPath()
-	if errno != 0 {
-		return nil, errno
-	}
-	target, errno := n.r.readlink(p)
 	if errno == syscall.EIO {
 		n.r.log.Warn().Str("lower", p).Msg("symlink target does not decrypt: EIO")
 	}
 	return target, errno
 }
 
-func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	tn, ok := target.(*node)
-	if !ok || tn.r != n.r {
-		return nil, syscall.EXDEV
-	}
-	oldPath, errno := tn.lowerPath()
+func (n *node) Readdir(ctx context.Context) (ds fs.DirStream, errno syscall.Errno) {
+	o := n.r.begin(measure.OpReaddir, n)
+	defer func() { o.end(errno) }()
+	entries, errno := n.r.main.readdir(&o.a, n)
+	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+		_, errno := s.readdir(a, n)
+		return errno
+	})
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, _, errno := n.create(ctx, name, out, func(p string) error {
-		return syscall.Link(oldPath, p)
-	})
-	return ch, errno
+	return fs.NewListDirStream(entries), 0
 }
 
-func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ch, _, errno := n.create(ctx, name, out, func(p string) error {
-		return syscall.Mknod(p, mode, int(rdev))
-	})
-	return ch, errno
-}
-
-func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	p, errno := n.lowerPath()
+// readdir lists directory n on side s in plaintext.
+func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
+	p, errno := s.path(a, n)
 	if errno != 0 {
 		return nil, errno
 	}
+	t0 := a.now()
 	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	a.lowerSince(t0)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -280,7 +372,9 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	var entries []fuse.DirEntry
 	buf := make([]byte, 32<<10)
 	for {
+		t0 := a.now()
 		nb, err := unix.Getdents(fd, buf)
+		a.lowerSince(t0)
 		if err != nil {
 			return nil, toErrno(err)
 		}
@@ -293,12 +387,12 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 			if name == "." || name == ".." {
 				continue
 			}
-			plain, ok := n.r.t.plainName(n, p, name)
+			plain, ok := s.t.plainName(a, n, p, name)
 			if !ok {
 				continue
 			}
 			entries = append(entries, fuse.DirEntry{Name: plain, Ino: ino, Mode: uint32(typ) << 12})
 		}
 	}
-	return fs.NewListDirStream(entries), 0
+	return entries, 0
 }

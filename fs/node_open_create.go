@@ -6,6 +6,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/twincrypt/twincrypt/measure"
 )
 
 var (
@@ -13,65 +15,95 @@ var (
 	_ = (fs.NodeCreater)((*node)(nil))
 )
 
-// lowerOpenFlags turns the flags of an open on the mounted view into the
-// flags for the lower file. O_APPEND is dropped because the kernel already
-// passes the end-of-file offset with each write, and the lower file's end
-// is not the plaintext's. O_DIRECT is dropped because extent reads are not
-// sector-aligned. With encryption a write-only open becomes read-write:
-// partial extents are read, modified and written back.
-func (r *root) lowerOpenFlags(flags uint32) int {
+// openFlags turns the flags of an open on the mounted view into the flags
+// for the lower file on side s. O_APPEND is dropped because the kernel
+// already passes the end-of-file offset with each write, and the lower
+// file's end is not the plaintext's. O_DIRECT is dropped because extent
+// reads are not sector-aligned. With encryption a write-only open becomes
+// read-write: partial extents are read, modified and written back.
+func (s *side) openFlags(flags uint32) int {
 	f := int(flags) &^ (syscall.O_APPEND | syscall.O_DIRECT | fuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL)
-	if r.rmw && f&syscall.O_ACCMODE == syscall.O_WRONLY {
+	if s.t.readWriteOpens() && f&syscall.O_ACCMODE == syscall.O_WRONLY {
 		f = f&^syscall.O_ACCMODE | syscall.O_RDWR
 	}
 	return f | syscall.O_CLOEXEC | syscall.O_NOFOLLOW
 }
 
-func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	p, errno := n.lowerPath()
+func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+	o := n.r.begin(measure.OpOpen, n)
+	defer func() { o.end(errno) }()
+	open := func(s *side, a *acct) (int, syscall.Errno) {
+		p, errno := s.path(a, n)
+		if errno != 0 {
+			return -1, errno
+		}
+		t0 := a.now()
+		fd, err := syscall.Open(p, s.openFlags(flags), 0)
+		a.lowerSince(t0)
+		if err != nil {
+			return -1, toErrno(err)
+		}
+		return fd, 0
+	}
+	fd, errno := open(n.r.main, &o.a)
+	twinFd := -1
+	o.mirror(n.r, func(s *side, a *acct) (errno syscall.Errno) {
+		twinFd, errno = open(s, a)
+		return errno
+	})
 	if errno != 0 {
+		closeFd(twinFd)
 		return nil, 0, errno
 	}
-	fd, err := syscall.Open(p, n.r.lowerOpenFlags(flags), 0)
-	if err != nil {
-		return nil, 0, toErrno(err)
-	}
-	return n.newFile(p, fd)
+	return n.newFile(&o.a, fd, twinFd)
 }
 
-func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	fd := -1
-	ch, p, errno := n.create(ctx, name, out, func(p string) error {
-		var err error
-		fd, err = syscall.Open(p, n.r.lowerOpenFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+	o := n.r.begin(measure.OpCreate, n)
+	defer func() { o.end(errno) }()
+	fd, twinFd := -1, -1
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
+		f, err := syscall.Open(p, s.openFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
+		if s == n.r.main {
+			fd = f
+		} else {
+			twinFd = f
+		}
 		return err
 	})
 	if errno != 0 {
-		if fd >= 0 {
-			syscall.Close(fd)
-		}
+		closeFd(fd)
+		closeFd(twinFd)
 		return nil, nil, 0, errno
 	}
-	cn := ch.Operations().(*node)
-	fh, fuseFlags, errno := cn.newFile(p, fd)
+	fh, fuseFlags, errno = ch.Operations().(*node).newFile(&o.a, fd, twinFd)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
 	return ch, fh, fuseFlags, 0
 }
 
-// newFile wraps an open lower descriptor and refreshes the inode's content
-// state from it.
-func (n *node) newFile(path string, fd int) (fs.FileHandle, uint32, syscall.Errno) {
+func closeFd(fd int) {
+	if fd >= 0 {
+		syscall.Close(fd)
+	}
+}
+
+// newFile wraps open lower descriptors and refreshes the inode's content
+// state from the mount's own one.
+func (n *node) newFile(a *acct, fd, twinFd int) (fs.FileHandle, uint32, syscall.Errno) {
 	n.io.mu.Lock()
-	n.io.lowerPath = path
-	errno := n.r.io.open(&n.io, fd)
+	if p, errno := n.r.main.path(a, n); errno == 0 {
+		n.io.lowerPath = p
+	}
+	errno := n.r.main.io.open(a, &n.io, fd)
 	n.io.mu.Unlock()
 	if errno != 0 {
-		syscall.Close(fd)
+		closeFd(fd)
+		closeFd(twinFd)
 		return nil, 0, errno
 	}
-	f := &file{n: n, fd: fd}
+	f := &file{n: n, fd: fd, twinFd: twinFd}
 	if n.r.kernelPassthrough {
 		return &passthroughFile{f}, 0, 0
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/measure"
 )
 
 var (
@@ -19,22 +21,36 @@ var (
 // xattrMax is the largest value the kernel passes (XATTR_SIZE_MAX).
 const xattrMax = 64 << 10
 
-func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if !n.r.t.xattrAllowed(attr) {
-		return 0, syscall.ENODATA
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uint32, errno syscall.Errno) {
+	o := n.r.begin(measure.OpGetxattr, n)
+	defer func() { o.end(errno) }()
+	get := func(s *side, a *acct) ([]byte, string, syscall.Errno) {
+		if !s.t.xattrAllowed(attr) {
+			return nil, "", syscall.ENODATA
+		}
+		p, errno := s.path(a, n)
+		if errno != 0 {
+			return nil, p, errno
+		}
+		buf := make([]byte, xattrMax+s.t.xattrOverhead())
+		t0 := a.now()
+		sz, err := unix.Lgetxattr(p, attr, buf)
+		a.lowerSince(t0)
+		if err != nil {
+			return nil, p, toErrno(err)
+		}
+		value, errno := s.t.decodeXattr(a, attr, buf[:sz])
+		return value, p, errno
 	}
-	p, errno := n.lowerPath()
-	if errno != 0 {
-		return 0, errno
-	}
-	buf := make([]byte, xattrMax+n.r.t.xattrOverhead())
-	sz, err := unix.Lgetxattr(p, attr, buf)
-	if err != nil {
-		return 0, toErrno(err)
-	}
-	value, errno := n.r.t.decodeXattr(attr, buf[:sz])
-	if errno != 0 {
+	value, p, errno := get(n.r.main, &o.a)
+	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+		_, _, errno := get(s, a)
+		return errno
+	})
+	if errno == syscall.EIO {
 		n.r.log.Warn().Str("lower", p).Str("xattr", attr).Msg("xattr value does not decrypt: EIO")
+	}
+	if errno != 0 {
 		return 0, errno
 	}
 	if len(dest) == 0 {
@@ -46,56 +62,91 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	return uint32(copy(dest, value)), 0
 }
 
-func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	if !n.r.t.xattrAllowed(attr) {
-		return syscall.EOPNOTSUPP
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
+	o := n.r.begin(measure.OpSetxattr, n)
+	defer func() { o.end(errno) }()
+	set := func(s *side, a *acct) syscall.Errno {
+		if !s.t.xattrAllowed(attr) {
+			return syscall.EOPNOTSUPP
+		}
+		p, errno := s.path(a, n)
+		if errno != 0 {
+			return errno
+		}
+		value, errno := s.t.encodeXattr(a, attr, data)
+		if errno != 0 {
+			return errno
+		}
+		if len(value) > xattrMax {
+			return syscall.E2BIG
+		}
+		t0 := a.now()
+		err := unix.Lsetxattr(p, attr, value, int(flags))
+		a.lowerSince(t0)
+		return toErrno(err)
 	}
-	p, errno := n.lowerPath()
-	if errno != 0 {
-		return errno
-	}
-	value, errno := n.r.t.encodeXattr(attr, data)
-	if errno != 0 {
-		return errno
-	}
-	if len(value) > xattrMax {
-		return syscall.E2BIG
-	}
-	return toErrno(unix.Lsetxattr(p, attr, value, int(flags)))
+	errno = set(n.r.main, &o.a)
+	o.mirror(n.r, set)
+	return errno
 }
 
-func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	p, errno := n.lowerPath()
+func (n *node) Listxattr(ctx context.Context, dest []byte) (size uint32, errno syscall.Errno) {
+	o := n.r.begin(measure.OpListxattr, n)
+	defer func() { o.end(errno) }()
+	list := func(s *side, a *acct) ([]byte, syscall.Errno) {
+		p, errno := s.path(a, n)
+		if errno != 0 {
+			return nil, errno
+		}
+		buf := make([]byte, xattrMax)
+		t0 := a.now()
+		sz, err := unix.Llistxattr(p, buf)
+		a.lowerSince(t0)
+		if err != nil {
+			return nil, toErrno(err)
+		}
+		var list []byte
+		for _, name := range bytes.Split(buf[:sz], []byte{0}) {
+			if len(name) > 0 && s.t.xattrAllowed(string(name)) {
+				list = append(append(list, name...), 0)
+			}
+		}
+		return list, 0
+	}
+	names, errno := list(n.r.main, &o.a)
+	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+		_, errno := list(s, a)
+		return errno
+	})
 	if errno != 0 {
 		return 0, errno
 	}
-	buf := make([]byte, xattrMax)
-	sz, err := unix.Llistxattr(p, buf)
-	if err != nil {
-		return 0, toErrno(err)
-	}
-	var list []byte
-	for _, name := range bytes.Split(buf[:sz], []byte{0}) {
-		if len(name) > 0 && n.r.t.xattrAllowed(string(name)) {
-			list = append(append(list, name...), 0)
-		}
-	}
 	if len(dest) == 0 {
-		return uint32(len(list)), 0
+		return uint32(len(names)), 0
 	}
-	if len(dest) < len(list) {
-		return uint32(len(list)), syscall.ERANGE
+	if len(dest) < len(names) {
+		return uint32(len(names)), syscall.ERANGE
 	}
-	return uint32(copy(dest, list)), 0
+	return uint32(copy(dest, names)), 0
 }
 
-func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	if !n.r.t.xattrAllowed(attr) {
-		return syscall.ENODATA
+func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errno) {
+	o := n.r.begin(measure.OpRemovexattr, n)
+	defer func() { o.end(errno) }()
+	remove := func(s *side, a *acct) syscall.Errno {
+		if !s.t.xattrAllowed(attr) {
+			return syscall.ENODATA
+		}
+		p, errno := s.path(a, n)
+		if errno != 0 {
+			return errno
+		}
+		t0 := a.now()
+		err := unix.Lremovexattr(p, attr)
+		a.lowerSince(t0)
+		return toErrno(err)
 	}
-	p, errno := n.lowerPath()
-	if errno != 0 {
-		return errno
-	}
-	return toErrno(unix.Lremovexattr(p, attr))
+	errno = remove(n.r.main, &o.a)
+	o.mirror(n.r, remove)
+	return errno
 }

@@ -63,7 +63,7 @@ func (t *cryptTransform) hidden(isRoot bool, lower string) bool {
 	return lower == names.DirIVFile || names.IsSidecar(lower)
 }
 
-func (t *cryptTransform) lowerName(dir *node, dirPath, name string) (string, string, syscall.Errno) {
+func (t *cryptTransform) lowerName(a *acct, dir *node, dirPath, name string) (string, string, syscall.Errno) {
 	if t.names == nil {
 		if dir.isRoot() && t.hidden(true, name) {
 			// The config is not part of the mounted view and cannot be
@@ -72,11 +72,13 @@ func (t *cryptTransform) lowerName(dir *node, dirPath, name string) (string, str
 		}
 		return name, "", 0
 	}
-	iv, errno := dir.dirIV(dirPath)
+	iv, errno := dir.dirIV(a, t, dirPath)
 	if errno != 0 {
 		return "", "", errno
 	}
+	t0 := a.now()
 	cName, err := t.names.Encrypt(name, iv)
+	a.cryptoSince(t0)
 	if err != nil {
 		return "", "", syscall.ENAMETOOLONG
 	}
@@ -87,20 +89,22 @@ func (t *cryptTransform) lowerName(dir *node, dirPath, name string) (string, str
 	return lower, "", 0
 }
 
-func (t *cryptTransform) plainName(dir *node, dirPath, lower string) (string, bool) {
+func (t *cryptTransform) plainName(a *acct, dir *node, dirPath, lower string) (string, bool) {
 	if t.hidden(dir.isRoot(), lower) {
 		return "", false
 	}
 	if t.names == nil {
 		return lower, true
 	}
-	iv, errno := dir.dirIV(dirPath)
+	iv, errno := dir.dirIV(a, t, dirPath)
 	if errno != 0 {
 		return "", false
 	}
 	cName := lower
 	if names.IsLong(lower) {
+		t0 := a.now()
 		b, err := readSmallFile(filepath.Join(dirPath, lower+names.LongSuffix), 4096)
+		a.lowerSince(t0)
 		if err != nil {
 			t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Err(err).Msg("long name without a readable sidecar; entry hidden")
 			return "", false
@@ -111,7 +115,9 @@ func (t *cryptTransform) plainName(dir *node, dirPath, lower string) (string, bo
 			return "", false
 		}
 	}
+	t0 := a.now()
 	name, err := t.names.Decrypt(cName, iv)
+	a.cryptoSince(t0)
 	if err != nil {
 		t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Msg("name does not decrypt; entry hidden")
 		return "", false
@@ -119,10 +125,11 @@ func (t *cryptTransform) plainName(dir *node, dirPath, lower string) (string, bo
 	return name, true
 }
 
-func (t *cryptTransform) writeLong(dirPath, lower, long string) syscall.Errno {
+func (t *cryptTransform) writeLong(a *acct, dirPath, lower, long string) syscall.Errno {
 	if long == "" {
 		return 0
 	}
+	defer a.lowerSince(a.now())
 	p := filepath.Join(dirPath, lower+names.LongSuffix)
 	// O_EXCL would fail when the entry already exists under this name
 	// (rename over it, or an earlier crash): the content is a function of
@@ -130,26 +137,30 @@ func (t *cryptTransform) writeLong(dirPath, lower, long string) syscall.Errno {
 	return writeSmallFile(p, []byte(long), 0400)
 }
 
-func (t *cryptTransform) dropLong(dirPath, lower string) {
+func (t *cryptTransform) dropLong(a *acct, dirPath, lower string) {
 	if t.names != nil && names.IsLong(lower) {
+		defer a.lowerSince(a.now())
 		syscall.Unlink(filepath.Join(dirPath, lower+names.LongSuffix))
 	}
 }
 
-func (t *cryptTransform) newDir(path string) syscall.Errno {
+func (t *cryptTransform) newDir(a *acct, path string) syscall.Errno {
 	if t.names == nil {
 		return 0
 	}
+	defer a.lowerSince(a.now())
 	iv := make([]byte, names.DirIVSize)
 	randRead(iv)
 	return writeSmallFile(filepath.Join(path, names.DirIVFile), iv, 0400)
 }
 
-func (t *cryptTransform) readDirIV(path string) ([]byte, syscall.Errno) {
+func (t *cryptTransform) readDirIV(a *acct, path string) ([]byte, syscall.Errno) {
 	if t.names == nil {
 		return nil, 0
 	}
+	t0 := a.now()
 	iv, err := readSmallFile(filepath.Join(path, names.DirIVFile), names.DirIVSize+1)
+	a.lowerSince(t0)
 	if err != nil || len(iv) != names.DirIVSize {
 		t.log.Warn().Str("lower", path).Err(err).Msg("directory IV missing or damaged; directory unreadable")
 		return nil, syscall.EIO
@@ -165,7 +176,8 @@ func (t *cryptTransform) dirMeta() []string {
 }
 
 // Symlink targets are sealed (random nonce, GCM tag) and base64url-encoded.
-func (t *cryptTransform) encodeLink(target string) (string, syscall.Errno) {
+func (t *cryptTransform) encodeLink(a *acct, target string) (string, syscall.Errno) {
+	defer a.cryptoSince(a.now())
 	s := base64.RawURLEncoding.EncodeToString(t.seal.Seal([]byte(target), []byte("symlink")))
 	if len(s) >= 4096 {
 		return "", syscall.ENAMETOOLONG
@@ -173,7 +185,8 @@ func (t *cryptTransform) encodeLink(target string) (string, syscall.Errno) {
 	return s, 0
 }
 
-func (t *cryptTransform) decodeLink(lower []byte) ([]byte, syscall.Errno) {
+func (t *cryptTransform) decodeLink(a *acct, lower []byte) ([]byte, syscall.Errno) {
+	defer a.cryptoSince(a.now())
 	raw, err := base64.RawURLEncoding.DecodeString(string(lower))
 	if err != nil {
 		return nil, syscall.EIO
@@ -193,11 +206,13 @@ func (t *cryptTransform) xattrAllowed(attr string) bool {
 	return strings.HasPrefix(attr, "user.")
 }
 
-func (t *cryptTransform) encodeXattr(attr string, value []byte) ([]byte, syscall.Errno) {
+func (t *cryptTransform) encodeXattr(a *acct, attr string, value []byte) ([]byte, syscall.Errno) {
+	defer a.cryptoSince(a.now())
 	return t.seal.Seal(value, []byte("xattr "+attr)), 0
 }
 
-func (t *cryptTransform) decodeXattr(attr string, lower []byte) ([]byte, syscall.Errno) {
+func (t *cryptTransform) decodeXattr(a *acct, attr string, lower []byte) ([]byte, syscall.Errno) {
+	defer a.cryptoSince(a.now())
 	v, err := t.seal.Open(lower, []byte("xattr "+attr))
 	if err != nil {
 		return nil, syscall.EIO
@@ -218,6 +233,9 @@ func (t *cryptTransform) plainSize(lowerSize int64) int64 {
 }
 
 func (t *cryptTransform) content() contentIO { return t.io }
+
+func (t *cryptTransform) symlinkSizeNeedsTarget() bool { return true }
+func (t *cryptTransform) readWriteOpens() bool         { return true }
 
 func readSmallFile(path string, max int) ([]byte, error) {
 	f, err := os.Open(path)

@@ -3,7 +3,6 @@ package fs
 import (
 	"syscall"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,58 +12,78 @@ type nullTransform struct{}
 
 var _ transform = nullTransform{}
 
-func (nullTransform) name() string                { return "null" }
-func (nullTransform) hidden(bool, string) bool    { return false }
-func (nullTransform) plainSize(size int64) int64  { return size }
-func (nullTransform) content() contentIO          { return nullIO{} }
-func (nullTransform) newDir(string) syscall.Errno { return 0 }
-func (nullTransform) dirMeta() []string           { return nil }
-func (nullTransform) xattrAllowed(string) bool    { return true }
-func (nullTransform) xattrOverhead() int          { return 0 }
-func (nullTransform) dropLong(string, string)     {}
-func (nullTransform) writeLong(string, string, string) syscall.Errno {
+func (nullTransform) name() string                       { return "null" }
+func (nullTransform) hidden(bool, string) bool           { return false }
+func (nullTransform) plainSize(size int64) int64         { return size }
+func (nullTransform) content() contentIO                 { return nullIO{} }
+func (nullTransform) newDir(*acct, string) syscall.Errno { return 0 }
+func (nullTransform) dirMeta() []string                  { return nil }
+func (nullTransform) xattrAllowed(string) bool           { return true }
+func (nullTransform) xattrOverhead() int                 { return 0 }
+func (nullTransform) dropLong(*acct, string, string)     {}
+func (nullTransform) writeLong(*acct, string, string, string) syscall.Errno {
 	return 0
 }
-func (nullTransform) readDirIV(string) ([]byte, syscall.Errno) { return nil, 0 }
+func (nullTransform) readDirIV(*acct, string) ([]byte, syscall.Errno) { return nil, 0 }
+func (nullTransform) symlinkSizeNeedsTarget() bool                    { return false }
+func (nullTransform) readWriteOpens() bool                            { return false }
 
-func (nullTransform) lowerName(_ *node, _, name string) (string, string, syscall.Errno) {
+func (nullTransform) lowerName(_ *acct, _ *node, _, name string) (string, string, syscall.Errno) {
 	return name, "", 0
 }
 
-func (nullTransform) plainName(_ *node, _, lower string) (string, bool) { return lower, true }
+func (nullTransform) plainName(_ *acct, _ *node, _, lower string) (string, bool) {
+	return lower, true
+}
 
-func (nullTransform) encodeLink(target string) (string, syscall.Errno) { return target, 0 }
-func (nullTransform) decodeLink(lower []byte) ([]byte, syscall.Errno)  { return lower, 0 }
+func (nullTransform) encodeLink(_ *acct, target string) (string, syscall.Errno) { return target, 0 }
+func (nullTransform) decodeLink(_ *acct, lower []byte) ([]byte, syscall.Errno)  { return lower, 0 }
 
-func (nullTransform) encodeXattr(_ string, v []byte) ([]byte, syscall.Errno) { return v, 0 }
-func (nullTransform) decodeXattr(_ string, v []byte) ([]byte, syscall.Errno) { return v, 0 }
+func (nullTransform) encodeXattr(_ *acct, _ string, v []byte) ([]byte, syscall.Errno) {
+	return v, 0
+}
+func (nullTransform) decodeXattr(_ *acct, _ string, v []byte) ([]byte, syscall.Errno) {
+	return v, 0
+}
 
 // nullIO reads and writes the lower file at the same offsets.
 type nullIO struct{}
 
-func (nullIO) open(*ioState, int) syscall.Errno { return 0 }
+func (nullIO) open(*acct, *ioState, int) syscall.Errno { return 0 }
 
-func (nullIO) read(_ *ioState, fd int, dst []byte, off int64) (int, syscall.Errno) {
+func (nullIO) read(a *acct, _ *ioState, fd int, dst []byte, off int64) (int, syscall.Errno) {
+	t0 := a.now()
 	n, err := preadFull(fd, dst, off)
-	return n, fs.ToErrno(err)
+	a.lowerSince(t0)
+	return n, toErrno(err)
 }
 
-func (nullIO) write(_ *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
+func (nullIO) write(a *acct, _ *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
+	t0 := a.now()
 	n, err := pwriteFull(fd, src, off)
-	return n, fs.ToErrno(err)
+	a.lowerSince(t0)
+	return n, toErrno(err)
 }
 
-func (nullIO) truncate(_ *ioState, fd int, size int64) syscall.Errno {
-	return fs.ToErrno(syscall.Ftruncate(fd, size))
+func (nullIO) truncate(a *acct, _ *ioState, fd int, size int64) syscall.Errno {
+	t0 := a.now()
+	err := syscall.Ftruncate(fd, size)
+	a.lowerSince(t0)
+	return toErrno(err)
 }
 
-func (nullIO) allocate(_ *ioState, fd int, off, size int64, mode uint32) syscall.Errno {
-	return fs.ToErrno(unix.Fallocate(fd, mode, off, size))
+func (nullIO) allocate(a *acct, _ *ioState, fd int, off, size int64, mode uint32) syscall.Errno {
+	t0 := a.now()
+	err := unix.Fallocate(fd, mode, off, size)
+	a.lowerSince(t0)
+	return toErrno(err)
 }
 
-func (nullIO) lseek(_ *ioState, fd int, off int64, whence int) (int64, syscall.Errno) {
+func (nullIO) lseek(a *acct, _ *ioState, fd int, off int64, whence int) (int64, syscall.Errno) {
+	t0 := a.now()
 	n, err := unix.Seek(fd, off, whence)
-	return n, fs.ToErrno(err)
+	a.lowerSince(t0)
+	return n, toErrno(err)
 }
 
 // preadFull reads until dst is full or the file ends.

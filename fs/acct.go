@@ -1,0 +1,127 @@
+package fs
+
+import (
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/measure"
+)
+
+// acct accumulates where one side of one operation spent its time: in
+// crypto (content, names, links, xattr values) and in lower-filesystem
+// system calls. With instrumentation off it does not even read the clock.
+type acct struct {
+	on            bool
+	crypto, lower time.Duration
+}
+
+func (a *acct) now() time.Time {
+	if !a.on {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (a *acct) lowerSince(t0 time.Time) {
+	if a.on {
+		a.lower += time.Since(t0)
+	}
+}
+
+func (a *acct) cryptoSince(t0 time.Time) {
+	if a.on {
+		a.crypto += time.Since(t0)
+	}
+}
+
+// opRun is one FUSE operation being served: its span in the recorder and
+// the accounts of the mount's side and, in mirror mode, of the twin side.
+type opRun struct {
+	sp *measure.Span
+	a  acct
+}
+
+func (r *root) begin(op measure.Op, n *node) opRun {
+	var o opRun
+	if r.rec != nil {
+		o.sp = r.rec.Start(op, n.StableAttr().Ino)
+		o.a.on = o.sp != nil
+	}
+	return o
+}
+
+// mirror applies the operation to the twin side (mirror mode only), timed
+// separately, and pairs its timing with the span.
+func (o *opRun) mirror(r *root, f func(s *side, a *acct) syscall.Errno) {
+	if r.twin == nil {
+		return
+	}
+	a := acct{on: o.sp != nil}
+	t0 := a.now()
+	errno := f(r.twin, &a)
+	if o.sp != nil {
+		o.sp.SetTwin(measure.Part{Total: time.Since(t0), Crypto: a.crypto, Lower: a.lower}, errno)
+	}
+}
+
+// io records the offset and length of a data operation.
+func (o *opRun) io(off int64, n int) {
+	if o.sp != nil {
+		o.sp.SetIO(off, n)
+	}
+}
+
+func (o *opRun) end(errno syscall.Errno) {
+	if o.sp == nil {
+		return
+	}
+	o.sp.AddCrypto(o.a.crypto)
+	o.sp.AddLower(o.a.lower)
+	o.sp.End(errno)
+}
+
+// Timed lower-filesystem calls.
+
+func (a *acct) pread(fd int, dst []byte, off int64) (int, error) {
+	t0 := a.now()
+	n, err := preadFull(fd, dst, off)
+	a.lowerSince(t0)
+	return n, err
+}
+
+func (a *acct) pwrite(fd int, src []byte, off int64) (int, error) {
+	t0 := a.now()
+	n, err := pwriteFull(fd, src, off)
+	a.lowerSince(t0)
+	return n, err
+}
+
+func (a *acct) ftruncate(fd int, size int64) error {
+	t0 := a.now()
+	err := syscall.Ftruncate(fd, size)
+	a.lowerSince(t0)
+	return err
+}
+
+func (a *acct) fstat(fd int, st *syscall.Stat_t) error {
+	t0 := a.now()
+	err := syscall.Fstat(fd, st)
+	a.lowerSince(t0)
+	return err
+}
+
+func (a *acct) fallocate(fd int, mode uint32, off, size int64) error {
+	t0 := a.now()
+	err := unix.Fallocate(fd, mode, off, size)
+	a.lowerSince(t0)
+	return err
+}
+
+func (a *acct) seek(fd int, off int64, whence int) (int64, error) {
+	t0 := a.now()
+	n, err := unix.Seek(fd, off, whence)
+	a.lowerSince(t0)
+	return n, err
+}
