@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
@@ -58,7 +60,21 @@ type testMount struct {
 	cfg        *config.Config
 	master     []byte
 	log        *syncBuffer
+	srv        *fuse.Server
+	unmounted  bool
 }
+
+// unmountNow unmounts before the test ends (the daemon's last ops are in).
+func (tm *testMount) unmountNow(t testing.TB) {
+	t.Helper()
+	if err := tm.srv.Unmount(); err != nil {
+		t.Fatalf("unmount: %v", err)
+	}
+	tm.unmounted = true
+}
+
+// runtimeGOROOT is where the Go toolchain running the tests lives.
+func runtimeGOROOT() string { return runtime.GOROOT() }
 
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -115,7 +131,11 @@ func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
 	if err := srv.WaitMount(); err != nil {
 		t.Fatalf("WaitMount: %v", err)
 	}
+	tm.srv = srv
 	t.Cleanup(func() {
+		if tm.unmounted {
+			return
+		}
 		var err error
 		for i := 0; i < 50; i++ {
 			if err = srv.Unmount(); err == nil {
