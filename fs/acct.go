@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"path"
 	"syscall"
 	"time"
 
@@ -44,10 +45,24 @@ type opRun struct {
 }
 
 func (r *root) begin(op measure.Op, n *node) opRun {
+	return r.beginNamed(op, n, "")
+}
+
+// beginNamed begins an operation on the entry name of directory n (or on
+// n itself for an empty name). The plaintext path is computed only when
+// the op log records paths.
+func (r *root) beginNamed(op measure.Op, n *node, name string) opRun {
 	var o opRun
 	if r.rec != nil {
 		o.sp = r.rec.Start(op, n.StableAttr().Ino)
 		o.a.on = o.sp != nil
+		if r.rec.WantsPaths() {
+			p := "/" + n.Path(nil)
+			if name != "" {
+				p = path.Join(p, name)
+			}
+			o.sp.SetPath(p)
+		}
 	}
 	return o
 }

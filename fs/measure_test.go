@@ -33,7 +33,7 @@ func TestStatsCountOps(t *testing.T) {
 			tm := newVolume(t, v)
 			rec := measure.NewRecorder("test")
 			logPath := filepath.Join(t.TempDir(), "op.log")
-			oplog, err := measure.OpenOpLog(logPath, measure.OpLogOptions{Mount: "test"})
+			oplog, err := measure.OpenOpLog(logPath, measure.OpLogOptions{Mount: "test", Paths: true})
 			must(t, err)
 			rec.SetOpLog(oplog)
 			tm.mount(t, func(o *Options) { o.Recorder = rec })
@@ -94,6 +94,9 @@ func TestStatsCountOps(t *testing.T) {
 					t.Fatalf("op log line does not parse: %v: %s", err, sc.Text())
 				}
 				lines[l.Op]++
+				if l.Op == "create" && l.Path != "/f" || l.Op == "unlink" && l.Path != "/d1/g" {
+					t.Errorf("%s line has path %q", l.Op, l.Path)
+				}
 				if l.Op == "write" {
 					writes = append(writes, l)
 				}

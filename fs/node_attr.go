@@ -20,7 +20,7 @@ var (
 )
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.begin(measure.OpLookup, n)
+	o := n.r.beginNamed(measure.OpLookup, n, name)
 	defer func() { o.end(errno) }()
 	m := n.r.main
 	dirPath, lower, _, errno := m.child(&o.a, n, name)

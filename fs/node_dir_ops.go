@@ -91,7 +91,7 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.begin(measure.OpMkdir, n)
+	o := n.r.beginNamed(measure.OpMkdir, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
 		// Made private first, so that the directory IV can be written
@@ -109,7 +109,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.begin(measure.OpMknod, n)
+	o := n.r.beginNamed(measure.OpMknod, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, _ *acct, p string) error {
 		return syscall.Mknod(p, mode, int(rdev))
@@ -118,7 +118,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.begin(measure.OpSymlink, n)
+	o := n.r.beginNamed(measure.OpSymlink, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
 		cTarget, errno := s.t.encodeLink(a, target)
@@ -131,7 +131,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.begin(measure.OpLink, n)
+	o := n.r.beginNamed(measure.OpLink, n, name)
 	defer func() { o.end(errno) }()
 	tn, ok := target.(*node)
 	if !ok || tn.r != n.r {
@@ -148,7 +148,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpRmdir, n)
+	o := n.r.beginNamed(measure.OpRmdir, n, name)
 	defer func() { o.end(errno) }()
 	rmdir := func(s *side, a *acct) syscall.Errno {
 		dirPath, lower, _, errno := s.child(a, n, name)
@@ -234,7 +234,7 @@ func lowerDirEmpty(path string, meta []string) syscall.Errno {
 }
 
 func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpUnlink, n)
+	o := n.r.beginNamed(measure.OpUnlink, n, name)
 	defer func() { o.end(errno) }()
 	unlink := func(s *side, a *acct) syscall.Errno {
 		dirPath, lower, _, errno := s.child(a, n, name)
@@ -256,7 +256,7 @@ func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpRename, n)
+	o := n.r.beginNamed(measure.OpRename, n, name)
 	defer func() { o.end(errno) }()
 	np, ok := newParent.(*node)
 	if !ok || np.r != n.r {

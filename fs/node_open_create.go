@@ -59,7 +59,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
-	o := n.r.begin(measure.OpCreate, n)
+	o := n.r.beginNamed(measure.OpCreate, n, name)
 	defer func() { o.end(errno) }()
 	fd, twinFd := -1, -1
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {

@@ -113,6 +113,8 @@ Quick start:
 		newMountCmd(),
 		newUmountCmd(),
 		newBenchCmd(),
+		newStatsCmd(),
+		newReportCmd(),
 	)
 	return root, reached
 }

@@ -29,6 +29,7 @@ type mountFlags struct {
 	debug             bool
 	quiet             bool
 	logFile           string
+	instr             instrFlags
 	// child marks the re-executed background process (hidden flag).
 	child bool
 }
@@ -95,6 +96,7 @@ Mount options (-o, comma separated, may repeat):
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request and reply")
 	fl.StringVar(&f.logFile, "log", "", "append log output to `FILE` (in --background mode the only place it goes)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
+	f.instr.register(fl)
 	fl.BoolVar(&f.child, childFlag, false, "internal: this is the background mount process")
 	_ = fl.MarkHidden(childFlag)
 	return cmd
@@ -105,6 +107,7 @@ type mountPlan struct {
 	lower, mnt string
 	opts       mountOpts
 	cfg        *config.Config // nil for the passthrough twin
+	instr      instrFlags     // checked, paths absolute
 }
 
 // planMount validates flags, LOWER, MNT and the config; it reads no
@@ -141,7 +144,10 @@ func planMount(f mountFlags, lowerArg, mntArg string) (*mountPlan, error) {
 	if err := checkMountpoint(lower, mnt, opts.nonempty); err != nil {
 		return nil, err
 	}
-	p := &mountPlan{lower: lower, mnt: mnt, opts: opts}
+	if err := f.instr.check(lower, mnt); err != nil {
+		return nil, err
+	}
+	p := &mountPlan{lower: lower, mnt: mnt, opts: opts, instr: f.instr}
 	if f.passthrough {
 		return p, nil
 	}
@@ -202,7 +208,7 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 		return err
 	}
 	defer closeLog()
-	return serve(plan, masterKey, f.kernelPassthrough, newLogger(logOut, plan.opts.debug), func() {
+	return serve(plan, masterKey, f, newLogger(logOut, plan.opts.debug), func() {
 		if !f.quiet {
 			fmt.Fprintf(cmd.OutOrStdout(), "Mounted %s at %s (%s). Press Ctrl-C or run 'twincrypt umount %s' to unmount.\n",
 				plan.lower, plan.mnt, plan.describe(), plan.mnt)
@@ -220,18 +226,25 @@ func (p *mountPlan) describe() string {
 
 // serve mounts, calls ready, and blocks until the filesystem is unmounted,
 // by SIGINT/SIGTERM or from outside.
-func serve(plan *mountPlan, masterKey []byte, kernelPassthrough bool, log zerolog.Logger, ready func()) error {
+func serve(plan *mountPlan, masterKey []byte, f mountFlags, log zerolog.Logger, ready func()) error {
+	in, err := startInstrument(plan.instr, plan.mnt, log)
+	if err != nil {
+		return err
+	}
 	srv, err := fs.Mount(plan.mnt, fs.Options{
+		Recorder:          in.rec,
+		Mirror:            plan.instr.mirror,
 		Lower:             plan.lower,
 		Config:            plan.cfg,
 		MasterKey:         masterKey,
 		ReadOnly:          plan.opts.ro,
 		AllowOther:        plan.opts.allowOther,
-		KernelPassthrough: kernelPassthrough,
+		KernelPassthrough: f.kernelPassthrough,
 		Debug:             plan.opts.debug,
 		Log:               log,
 	})
 	if err != nil {
+		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
 	}
 	sigs := make(chan os.Signal, 1)
@@ -249,9 +262,12 @@ func serve(plan *mountPlan, masterKey []byte, kernelPassthrough bool, log zerolo
 			}
 		}
 	}()
+	in.listen(plan.mnt)
 	ready()
 	srv.Wait()
-	return nil
+	// The summary goes where the log goes: stderr in the foreground, the
+	// --log file (or nowhere) in the background.
+	return in.stop(log, f.quiet)
 }
 
 // unmountServer unmounts after a signal. The kernel refuses while files on

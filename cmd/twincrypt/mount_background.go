@@ -45,6 +45,7 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.quiet {
 		args = append(args, "--quiet")
 	}
+	args = append(args, plan.instr.args()...)
 	return append(args, "--", plan.lower, plan.mnt)
 }
 
@@ -175,5 +176,5 @@ func mountChild(f mountFlags, lowerArg, mntArg string, ready func()) error {
 		_ = unix.Dup2(int(devNull.Fd()), 0)
 		devNull.Close()
 	}
-	return serve(plan, masterKey, f.kernelPassthrough, newLogger(os.Stderr, plan.opts.debug), ready)
+	return serve(plan, masterKey, f, newLogger(os.Stderr, plan.opts.debug), ready)
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twincrypt/twincrypt/measure/control"
+)
+
+func newStatsCmd() *cobra.Command {
+	var asJSON bool
+	var watch time.Duration
+	cmd := &cobra.Command{
+		Use:   "stats [flags] MNT",
+		Short: "Show the live per-operation latency of a mounted filesystem",
+		Long: `Ask the daemon serving MNT for its statistics: per operation the count,
+errors, p50/p99/max latency, throughput and the share of time spent in crypto
+and in the lower filesystem; in mirror mode the same for the plaintext twin
+and the ratio between them; the daemon's CPU time and CPU seconds per GiB
+moved.
+
+The daemon answers on a Unix socket (mode 0600 in a 0700 directory:
+/run/twincrypt as root, else $XDG_RUNTIME_DIR/twincrypt) and only to its own
+user and root.`,
+		Example: `  twincrypt stats ~/vault
+  twincrypt stats --watch 2s ~/vault
+  twincrypt stats --json ~/vault | jq '.ops[] | select(.op=="write")'`,
+		Args: exactArgs(1, "MNT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mnt, err := cleanMountPath(args[0])
+			if err != nil {
+				return err
+			}
+			for {
+				snap, err := control.Query(mnt)
+				if err != nil {
+					if errors.Is(err, control.ErrNoDaemon) {
+						return &classifiedError{class: errMountpoint, err: fmt.Errorf("%s: %w", args[0], err)}
+					}
+					return err
+				}
+				out := cmd.OutOrStdout()
+				if asJSON {
+					enc := json.NewEncoder(out)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(snap); err != nil {
+						return err
+					}
+				} else {
+					if watch > 0 {
+						fmt.Fprint(out, "\x1b[H\x1b[2J")
+					}
+					snap.Table(out)
+				}
+				if watch <= 0 {
+					return nil
+				}
+				time.Sleep(watch)
+			}
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every `INTERVAL` (e.g. 2s) until interrupted")
+	return cmd
+}
