@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -63,8 +64,23 @@ func randRead(b []byte) {
 	}
 }
 
-// path returns the path of n on side s.
+// path returns the path of n on side s. With encrypted names the whole
+// walk up the parent chain counts as crypto time (the name transform: EME
+// per component, and the first read of each directory's IV): one pair of
+// clock reads per operation rather than one per component.
 func (s *side) path(a *acct, n *node) (string, syscall.Errno) {
+	if !a.on || !s.t.namesCost() {
+		return s.walk(n)
+	}
+	t0 := time.Now()
+	p, errno := s.walk(n)
+	a.crypto += time.Since(t0)
+	return p, errno
+}
+
+var untimed = &acct{}
+
+func (s *side) walk(n *node) (string, syscall.Errno) {
 	if n.isRoot() {
 		return s.lower, 0
 	}
@@ -74,11 +90,11 @@ func (s *side) path(a *acct, n *node) (string, syscall.Errno) {
 		return "", syscall.ENOENT
 	}
 	pn := parent.Operations().(*node)
-	dirPath, errno := s.path(a, pn)
+	dirPath, errno := s.walk(pn)
 	if errno != 0 {
 		return "", errno
 	}
-	lower, _, errno := s.t.lowerName(a, pn, dirPath, name)
+	lower, _, errno := s.t.lowerName(untimed, pn, dirPath, name)
 	if errno != 0 {
 		return "", errno
 	}
@@ -88,11 +104,18 @@ func (s *side) path(a *acct, n *node) (string, syscall.Errno) {
 // child returns the path on side s of the entry name in directory n, and
 // the long name to keep in a sidecar when the entry is created.
 func (s *side) child(a *acct, n *node, name string) (dirPath, lower, long string, errno syscall.Errno) {
-	dirPath, errno = s.path(a, n)
-	if errno != 0 {
-		return
+	var t0 time.Time
+	timed := a.on && s.t.namesCost()
+	if timed {
+		t0 = time.Now()
 	}
-	lower, long, errno = s.t.lowerName(a, n, dirPath, name)
+	dirPath, errno = s.walk(n)
+	if errno == 0 {
+		lower, long, errno = s.t.lowerName(untimed, n, dirPath, name)
+	}
+	if timed {
+		a.crypto += time.Since(t0)
+	}
 	return
 }
 

@@ -56,6 +56,9 @@ type transform interface {
 	// symlinkSizeNeedsTarget is true when a symlink's lower size is not
 	// the length of its target (encrypted targets).
 	symlinkSizeNeedsTarget() bool
+	// namesCost is true when mapping names costs crypto (encrypted
+	// names), so that path walks are timed.
+	namesCost() bool
 	// readWriteOpens is true when writes read partial extents back, so a
 	// write-only open must open the lower file read-write.
 	readWriteOpens() bool

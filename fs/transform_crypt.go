@@ -236,6 +236,7 @@ func (t *cryptTransform) content() contentIO { return t.io }
 
 func (t *cryptTransform) symlinkSizeNeedsTarget() bool { return true }
 func (t *cryptTransform) readWriteOpens() bool         { return true }
+func (t *cryptTransform) namesCost() bool              { return t.names != nil }
 
 func readSmallFile(path string, max int) ([]byte, error) {
 	f, err := os.Open(path)

@@ -27,6 +27,7 @@ func (nullTransform) writeLong(*acct, string, string, string) syscall.Errno {
 func (nullTransform) readDirIV(*acct, string) ([]byte, syscall.Errno) { return nil, 0 }
 func (nullTransform) symlinkSizeNeedsTarget() bool                    { return false }
 func (nullTransform) readWriteOpens() bool                            { return false }
+func (nullTransform) namesCost() bool                                 { return false }
 
 func (nullTransform) lowerName(_ *acct, _ *node, _, name string) (string, string, syscall.Errno) {
 	return name, "", 0
