@@ -140,3 +140,11 @@ func (a *acct) seek(fd int, off int64, whence int) (int64, error) {
 	a.lowerSince(t0)
 	return n, err
 }
+
+// lowerErr runs one lower-filesystem call and times it.
+func (a *acct) lowerErr(f func() error) error {
+	t0 := a.now()
+	err := f()
+	a.lowerSince(t0)
+	return err
+}

@@ -47,9 +47,8 @@ func (s *side) mkEntry(ctx context.Context, a *acct, n *node, name string, mk fu
 		return "", errno
 	}
 	p := dirPath + "/" + lower
-	t0 := a.now()
+	// mk times its own system calls (it may also do crypto).
 	err := mk(p)
-	a.lowerSince(t0)
 	if err != nil {
 		if long != "" && err != syscall.EEXIST {
 			s.t.dropLong(a, dirPath, lower)
@@ -96,14 +95,14 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
 		// Made private first, so that the directory IV can be written
 		// even when mode has no write bit, then given its real mode.
-		if err := syscall.Mkdir(p, 0700); err != nil {
+		if err := a.lowerErr(func() error { return syscall.Mkdir(p, 0700) }); err != nil {
 			return err
 		}
 		if errno := s.t.newDir(a, p); errno != 0 {
 			syscall.Rmdir(p)
 			return errno
 		}
-		return syscall.Chmod(p, mode&07777)
+		return a.lowerErr(func() error { return syscall.Chmod(p, mode&07777) })
 	})
 	return ch, errno
 }
@@ -111,8 +110,8 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpMknod, n, name)
 	defer func() { o.end(errno) }()
-	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, _ *acct, p string) error {
-		return syscall.Mknod(p, mode, int(rdev))
+	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, a *acct, p string) error {
+		return a.lowerErr(func() error { return syscall.Mknod(p, mode, int(rdev)) })
 	})
 	return ch, errno
 }
@@ -125,7 +124,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		if errno != 0 {
 			return errno
 		}
-		return syscall.Symlink(cTarget, p)
+		return a.lowerErr(func() error { return syscall.Symlink(cTarget, p) })
 	})
 	return ch, errno
 }
@@ -142,7 +141,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		if errno != 0 {
 			return errno
 		}
-		return syscall.Link(oldPath, p)
+		return a.lowerErr(func() error { return syscall.Link(oldPath, p) })
 	})
 	return ch, errno
 }

@@ -63,7 +63,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer func() { o.end(errno) }()
 	fd, twinFd := -1, -1
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
+		t0 := a.now()
 		f, err := syscall.Open(p, s.openFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
+		a.lowerSince(t0)
 		if s == n.r.main {
 			fd = f
 		} else {
