@@ -144,3 +144,37 @@ func TestENOSPC(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyDirWithoutIVHeals: an empty directory whose IV file is gone
+// (a crash between mkdir and the IV write) gets a new IV on first use; a
+// non-empty one stays unreadable (EIO), since its names need the old IV.
+func TestEmptyDirWithoutIVHeals(t *testing.T) {
+	tm := mountVariant(t, variants[0])
+	must(t, os.Mkdir(filepath.Join(tm.mnt, "empty"), 0755))
+	must(t, os.Mkdir(filepath.Join(tm.mnt, "full"), 0755))
+	must(t, os.WriteFile(filepath.Join(tm.mnt, "full", "f"), []byte("x"), 0644))
+	// Remount so no IV is cached, then delete both IV files below.
+	tm.unmountNow(t)
+	var ivs []string
+	filepath.WalkDir(tm.lower, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == ".twincrypt.diriv" && filepath.Dir(p) != tm.lower {
+			ivs = append(ivs, p)
+		}
+		return nil
+	})
+	if len(ivs) != 2 {
+		t.Fatalf("found %d directory IVs below the root", len(ivs))
+	}
+	for _, p := range ivs {
+		must(t, os.Remove(p))
+	}
+	tm.unmounted = false
+	tm.mount(t)
+	must(t, os.WriteFile(filepath.Join(tm.mnt, "empty", "new"), []byte("healed"), 0644))
+	if got, _ := os.ReadFile(filepath.Join(tm.mnt, "empty", "new")); string(got) != "healed" {
+		t.Errorf("file in healed directory reads %q", got)
+	}
+	if _, err := os.ReadDir(filepath.Join(tm.mnt, "full")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("non-empty directory without IV: %v, want EIO", err)
+	}
+}

@@ -361,6 +361,9 @@ func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
 	if errno != 0 {
 		return nil, errno
 	}
+	if errno := s.t.openDir(a, n, p); errno != 0 {
+		return nil, errno
+	}
 	t0 := a.now()
 	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	a.lowerSince(t0)

@@ -36,6 +36,9 @@ type transform interface {
 	// readDirIV returns a directory's IV (nil when names are plain).
 	newDir(a *acct, path string) syscall.Errno
 	readDirIV(a *acct, path string) ([]byte, syscall.Errno)
+	// openDir checks that directory dir (lower path) can be listed: with
+	// encrypted names its IV must be readable.
+	openDir(a *acct, dir *node, path string) syscall.Errno
 	// dirMeta lists the metadata entries that rmdir removes from an
 	// otherwise empty lower directory.
 	dirMeta() []string

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,11 +162,28 @@ func (t *cryptTransform) readDirIV(a *acct, path string) ([]byte, syscall.Errno)
 	t0 := a.now()
 	iv, err := readSmallFile(filepath.Join(path, names.DirIVFile), names.DirIVSize+1)
 	a.lowerSince(t0)
+	if isNotExist(err) && lowerDirEmpty(path, nil) == 0 {
+		// An empty directory without IV is what a crash between mkdir
+		// and the IV write (or rmdir's two steps) leaves; nothing in it
+		// depends on the IV, so give it a new one.
+		if errno := t.newDir(a, path); errno == 0 {
+			t.log.Warn().Str("lower", path).Msg("empty directory had no IV (interrupted mkdir or rmdir?): new IV written")
+			return t.readDirIV(a, path)
+		}
+	}
 	if err != nil || len(iv) != names.DirIVSize {
 		t.log.Warn().Str("lower", path).Err(err).Msg("directory IV missing or damaged; directory unreadable")
 		return nil, syscall.EIO
 	}
 	return iv, 0
+}
+
+func (t *cryptTransform) openDir(a *acct, dir *node, path string) syscall.Errno {
+	if t.names == nil {
+		return 0
+	}
+	_, errno := dir.dirIV(a, t, path)
+	return errno
 }
 
 func (t *cryptTransform) dirMeta() []string {
@@ -268,4 +286,9 @@ func writeSmallFile(path string, data []byte, mode uint32) syscall.Errno {
 		return toErrno(err)
 	}
 	return 0
+}
+
+// isNotExist reports a missing file in any of the error forms we meet.
+func isNotExist(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT)
 }
