@@ -3,6 +3,7 @@ package fs
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,14 +257,24 @@ func (t *cryptTransform) symlinkSizeNeedsTarget() bool { return true }
 func (t *cryptTransform) readWriteOpens() bool         { return true }
 func (t *cryptTransform) namesCost() bool              { return t.names != nil }
 
+// readSmallFile reads at most max bytes of a metadata file (directory IV,
+// long-name sidecar). It never follows a symlink and never blocks on a
+// FIFO: LOWER may have been crafted by an attacker.
 func readSmallFile(path string, max int) ([]byte, error) {
-	f, err := os.Open(path)
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
 	buf := make([]byte, max)
-	n, err := preadFull(int(f.Fd()), buf, 0)
+	n, err := preadFull(fd, buf, 0)
 	return buf[:n], err
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
+	"github.com/twincrypt/twincrypt/cipher/luks"
 )
 
 // Exit codes of the twincrypt binary. They are part of its interface:
@@ -22,6 +23,8 @@ const (
 	exitMountpoint      = 13 // MNT missing, not a directory, not empty, overlapping LOWER, or not a mount (umount)
 	exitMountFailed     = 14 // the FUSE mount itself failed (no /dev/fuse, no permission, fusermount error)
 	exitInitRefused     = 15 // init: LOWER already holds a config or is not empty
+	exitFsckProblems    = 16 // fsck: problems found (with --repair: not all of them repaired)
+	exitFsckRepaired    = 17 // fsck --repair: problems found, all of them repaired
 )
 
 // CLI-level sentinel errors, next to the ones exported by cipher/config.
@@ -47,10 +50,14 @@ var exitTable = []struct {
 	{config.ErrKeyBytes, exitConfigInvalid},
 	{kdf.ErrParams, exitConfigInvalid},
 	{config.ErrWrongPassphrase, exitWrongPassphrase},
+	{luks.ErrWrongPassphrase, exitWrongPassphrase},
+	{luks.ErrCorruptHeader, exitConfigInvalid},
 	{errMountpoint, exitMountpoint},
 	{errMountFailed, exitMountFailed},
 	{config.ErrExists, exitInitRefused},
 	{config.ErrNotEmpty, exitInitRefused},
+	{errFsckProblems, exitFsckProblems},
+	{errFsckRepaired, exitFsckRepaired},
 }
 
 // exitCodeDoc is the table printed in the root help, in code order.
@@ -67,6 +74,8 @@ var exitCodeDoc = []struct {
 	{exitMountpoint, "mountpoint problem (missing, not a directory, not empty, overlaps LOWER;\n       for umount: not a mount point)"},
 	{exitMountFailed, "FUSE mount failed"},
 	{exitInitRefused, "init refused: LOWER already initialised or not empty"},
+	{exitFsckProblems, "fsck: problems found (with --repair: not all repaired)"},
+	{exitFsckRepaired, "fsck --repair: problems found and all repaired"},
 }
 
 func exitCodeHelp() string {

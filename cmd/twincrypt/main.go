@@ -115,6 +115,8 @@ Quick start:
 		newBenchCmd(),
 		newStatsCmd(),
 		newReportCmd(),
+		newFsckCmd(), newPasswdCmd(), newInfoCmd(),
+		newBlockdevCmd(),
 	)
 	return root, reached
 }

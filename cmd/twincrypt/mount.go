@@ -208,7 +208,7 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 		return err
 	}
 	defer closeLog()
-	return serve(plan, masterKey, f, newLogger(logOut, plan.opts.debug), func() {
+	return serve(plan, masterKey, f, logOut, newLogger(logOut, plan.opts.debug), func() {
 		if !f.quiet {
 			fmt.Fprintf(cmd.OutOrStdout(), "Mounted %s at %s (%s). Press Ctrl-C or run 'twincrypt umount %s' to unmount.\n",
 				plan.lower, plan.mnt, plan.describe(), plan.mnt)
@@ -226,7 +226,7 @@ func (p *mountPlan) describe() string {
 
 // serve mounts, calls ready, and blocks until the filesystem is unmounted,
 // by SIGINT/SIGTERM or from outside.
-func serve(plan *mountPlan, masterKey []byte, f mountFlags, log zerolog.Logger, ready func()) error {
+func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, log zerolog.Logger, ready func()) error {
 	in, err := startInstrument(plan.instr, plan.mnt, log)
 	if err != nil {
 		return err
@@ -267,7 +267,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, log zerolog.Logger, 
 	srv.Wait()
 	// The summary goes where the log goes: stderr in the foreground, the
 	// --log file (or nowhere) in the background.
-	return in.stop(log, f.quiet)
+	return in.stop(logOut, f.quiet)
 }
 
 // unmountServer unmounts after a signal. The kernel refuses while files on

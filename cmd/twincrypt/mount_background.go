@@ -176,5 +176,5 @@ func mountChild(f mountFlags, lowerArg, mntArg string, ready func()) error {
 		_ = unix.Dup2(int(devNull.Fd()), 0)
 		devNull.Close()
 	}
-	return serve(plan, masterKey, f, newLogger(os.Stderr, plan.opts.debug), ready)
+	return serve(plan, masterKey, f, os.Stderr, newLogger(os.Stderr, plan.opts.debug), ready)
 }

@@ -99,6 +99,11 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 			Debug:        o.Debug,
 			Logger:       o.DebugLog,
 			Options:      mountOpts,
+			// Every write reaches the image through this mount (the
+			// image is locked), so the kernel's cached pages of the
+			// volume are never stale. Without this the kernel would drop
+			// them whenever it sees the mtime that each write moves.
+			ExplicitDataCacheControl: true,
 		},
 		EntryTimeout:    &second,
 		AttrTimeout:     &second,

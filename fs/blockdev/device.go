@@ -110,6 +110,9 @@ func (d *device) write(o *opRun, data []byte, off int64) (int, syscall.Errno) {
 	if d.readOnly {
 		return 0, syscall.EROFS
 	}
+	if len(data) == 0 {
+		return 0, 0
+	}
 	n := d.l.clamp(off, len(data))
 	if n == 0 {
 		return 0, syscall.ENOSPC

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/measure"
 )
@@ -166,7 +167,7 @@ func (v *volumeNode) Allocate(ctx context.Context, fh fs.FileHandle, off uint64,
 	o := v.d.begin(measure.OpFallocate, volumeIno)
 	defer func() { o.end(errno) }()
 	o.io(int64(off), int(size))
-	if mode&^fallocKeepSize != 0 {
+	if mode&^unix.FALLOC_FL_KEEP_SIZE != 0 {
 		return syscall.EOPNOTSUPP
 	}
 	if v.d.readOnly {
@@ -178,9 +179,6 @@ func (v *volumeNode) Allocate(ctx context.Context, fh fs.FileHandle, off uint64,
 	t0 := o.now()
 	defer o.lowerSince(t0)
 	return v.d.control(func(fd int) error {
-		return syscall.Fallocate(fd, fallocKeepSize, v.d.l.cOff+int64(off), int64(size))
+		return unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, v.d.l.cOff+int64(off), int64(size))
 	})
 }
-
-// fallocKeepSize is FALLOC_FL_KEEP_SIZE.
-const fallocKeepSize = 0x1

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/kdf"
+)
+
+type passwdFlags struct {
+	passfile    string
+	newPassfile string
+	quiet       bool
+	// kdf holds the KDF flags, named and checked as init's are.
+	kdf initFlags
+}
+
+// passwdKDFFlags are the flags that choose new KDF parameters.
+var passwdKDFFlags = []string{"kdf", "kdf-time", "kdf-memory", "kdf-threads", "scrypt-logn", "pbkdf2-iter"}
+
+func newPasswdCmd() *cobra.Command {
+	var f passwdFlags
+	cmd := &cobra.Command{
+		Use:   "passwd [flags] LOWER",
+		Short: "Change the passphrase of an encrypted volume",
+		Long: `Change the passphrase that unlocks the volume in LOWER.
+
+The current passphrase is read from --passfile, else from the terminal
+without echo, else as one line from stdin. The new one is read from
+--new-passfile, else from the terminal (asked twice), else as the next line
+of stdin. A wrong current passphrase exits with code 12 and changes nothing.
+
+The master key stays the same: only its wrapping in ` + config.FileName + `
+changes, with a fresh salt. The file is replaced atomically; the old one is
+kept as ` + config.BackupName + ` until the new one is safely in place. Anyone
+who kept a copy of the old config and knows the old passphrase can still
+unlock the volume.
+
+By default the key derivation function and its costs stay as they are.
+--kdf chooses another function with its default costs; the cost flags
+(as for init) change the costs of the chosen or the current function.`,
+		Example: `  twincrypt passwd ~/vault.enc
+  twincrypt passwd --passfile old.txt --new-passfile new.txt ~/vault.enc
+  twincrypt passwd --kdf argon2id --kdf-memory 262144 ~/vault.enc`,
+		Args: exactArgs(1, "LOWER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPasswd(cmd, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringVar(&f.passfile, "passfile", "", "read the current passphrase from the first line of `FILE`")
+	fl.StringVar(&f.newPassfile, "new-passfile", "", "read the new passphrase from the first line of `FILE`")
+	fl.StringVar(&f.kdf.kdf, "kdf", "", "new key derivation: argon2id, scrypt or pbkdf2 (default: keep the current one)")
+	fl.Uint32Var(&f.kdf.kdfTime, "kdf-time", 0, "argon2id passes")
+	fl.Uint32Var(&f.kdf.kdfMemoryKiB, "kdf-memory", 0, "argon2id memory in KiB")
+	fl.Uint8Var(&f.kdf.kdfThreads, "kdf-threads", 0, "argon2id parallelism")
+	fl.IntVar(&f.kdf.scryptLogN, "scrypt-logn", 0, "scrypt cost: N = 2^logn")
+	fl.IntVar(&f.kdf.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
+	return cmd
+}
+
+func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
+	lower, err := realDir(lowerArg, "LOWER")
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(lower)
+	if err != nil {
+		return fmt.Errorf("load config of %s: %w", lower, err)
+	}
+	// Bad flags are refused before anything is asked.
+	params, err := passwdKDF(cfg.KDF, f.kdf, cmd.Flags().Changed)
+	if err != nil {
+		return err
+	}
+
+	stderr := cmd.ErrOrStderr()
+	onTerminal := term.IsTerminal(int(os.Stdin.Fd()))
+	if f.passfile == "" && onTerminal {
+		fmt.Fprintf(stderr, "Current passphrase of %s\n", lower)
+	}
+	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
+	oldPass, err := src.read(false)
+	if err != nil {
+		return err
+	}
+	// Unlock before asking for the new passphrase: a typo in the old one
+	// should not cost typing the new one twice. This is the check
+	// ChangePassphrase does; Rewrap below is its second half.
+	master, err := cfg.Unlock(oldPass)
+	wipe(oldPass)
+	if err != nil {
+		return fmt.Errorf("unlock %s: %w", lower, err)
+	}
+	defer wipe(master)
+
+	var newPass []byte
+	switch {
+	case f.newPassfile != "":
+		newPass, err = readPassfile(f.newPassfile)
+	case onTerminal:
+		fmt.Fprintln(stderr, "New passphrase")
+		newPass, err = readTerminal(int(os.Stdin.Fd()), stderr, true)
+	default:
+		newPass, err = readPassLine(os.Stdin)
+		if err != nil {
+			err = fmt.Errorf("read the new passphrase from stdin: %w", err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer wipe(newPass)
+
+	if err := cfg.Rewrap(newPass, master, params); err != nil {
+		if errors.Is(err, kdf.ErrParams) {
+			return &classifiedError{class: errUsage, err: fmt.Errorf("passwd %s: %w", lower, err)}
+		}
+		return fmt.Errorf("passwd %s: %w", lower, err)
+	}
+	if err := cfg.Save(lower); err != nil {
+		return fmt.Errorf("passwd %s: %w", lower, err)
+	}
+	if !f.quiet {
+		fmt.Fprintf(cmd.OutOrStdout(), "Changed the passphrase of %s (kdf %s)\n", lower, kdfSummary(cfg.KDF))
+	}
+	return nil
+}
+
+// passwdKDF returns the KDF parameters for the new wrapping (the salt is
+// left empty: Rewrap draws a fresh one). Without KDF flags they are the
+// current ones. --kdf naming another function starts from its defaults, as
+// init does; cost flags change the costs of the chosen or current function
+// and leave its other costs as they are.
+func passwdKDF(cur kdf.Params, f initFlags, changed func(string) bool) (kdf.Params, error) {
+	if !slices.ContainsFunc(passwdKDFFlags, changed) {
+		p := cur
+		p.Salt = nil
+		return p, nil
+	}
+	if !changed("kdf") {
+		f.kdf = cur.Algorithm
+	}
+	if f.kdf != cur.Algorithm {
+		return kdfParamsFromFlags(f, changed)
+	}
+	// Same function: the costs not given on the command line stay.
+	if !changed("kdf-time") {
+		f.kdfTime = cur.Time
+	}
+	if !changed("kdf-memory") {
+		f.kdfMemoryKiB = cur.MemoryKiB
+	}
+	if !changed("kdf-threads") {
+		f.kdfThreads = cur.Threads
+	}
+	if !changed("scrypt-logn") {
+		f.scryptLogN = cur.LogN
+	}
+	if !changed("pbkdf2-iter") {
+		f.pbkdf2Iter = cur.Iterations
+	}
+	own := kdfCostFlags[f.kdf]
+	p, err := kdfParamsFromFlags(f, func(name string) bool { return changed(name) || slices.Contains(own, name) })
+	if err != nil {
+		return kdf.Params{}, err
+	}
+	// Costs no flag sets (scrypt r and p, the PBKDF2 hash) stay too.
+	p.R, p.P, p.Hash = cur.R, cur.P, cur.Hash
+	if err := p.Validate(); err != nil {
+		return kdf.Params{}, &classifiedError{class: errUsage, err: fmt.Errorf("KDF cost flags: %w", err)}
+	}
+	p.Salt = nil
+	return p, nil
+}
