@@ -116,6 +116,7 @@ Quick start:
 		newStatsCmd(),
 		newReportCmd(),
 		newFsckCmd(), newPasswdCmd(), newInfoCmd(),
+		newSpeedCmd(),
 		newBlockdevCmd(),
 	)
 	return root, reached
