@@ -1,7 +1,6 @@
 package sector
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -14,24 +13,25 @@ import (
 // not a multiple of 16.
 //
 // crypto/cipher's CBC BlockMode is not used: it is created per IV (one
-// allocation per call) and cannot do ciphertext stealing. The loops below do
-// the chaining around single-block AES calls, which is what the standard
-// library's CBC does internally on amd64 as well.
+// allocation per call) and cannot do ciphertext stealing. The generic loops
+// below do the chaining around single-block AES calls, which is what the
+// standard library's CBC does internally on amd64 as well; with an asmBlock
+// the whole blocks go to the assembly instead.
 type cbcCipher struct {
-	b       cipher.Block
+	b       cipher.Block // crypto/aes, or an asmBlock
 	essiv   cipher.Block // AES-256 keyed with SHA-256(key); nil unless mode == ivESSIV
 	mode    ivMode
 	spec    string
 	keySize int
 }
 
-func newCBC(spec string, key []byte, mode ivMode) (Cipher, error) {
+func newCBC(spec string, key []byte, mode ivMode, im impl) (Cipher, error) {
 	switch len(key) {
 	case 16, 24, 32:
 	default:
 		return nil, fmt.Errorf("%w: %s takes a 16, 24 or 32 byte key, got %d bytes", ErrKeySize, spec, len(key))
 	}
-	b, err := aes.NewCipher(key)
+	b, err := newBlock(key, im)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func newCBC(spec string, key []byte, mode ivMode) (Cipher, error) {
 		// s is E_salt(LE64(s) || 0^64). The salt is 32 bytes, so the IV
 		// cipher is AES-256 whatever the data key size.
 		salt := sha256.Sum256(key)
-		c.essiv, err = aes.NewCipher(salt[:])
+		c.essiv, err = newBlock(salt[:], im)
 		clear(salt[:])
 		if err != nil {
 			return nil, err
@@ -103,19 +103,27 @@ func cbcEncrypt(b cipher.Block, dst, src []byte, iv0, iv1 uint64) {
 	n := len(src)
 	tail := n % blockSize
 	full := n - tail
-	// Block 0 is chained to the IV, held in registers; every later block to
-	// the previous ciphertext block, already in dst. CBC encryption is
-	// inherently serial, so the latency of each step counts: the 16-byte
-	// subtle.XORBytes store lets AES's 16-byte load be forwarded directly,
-	// where two 8-byte stores would stall it (measured ~25% faster).
-	d := dst[:blockSize]
-	binary.LittleEndian.PutUint64(d[0:8], binary.LittleEndian.Uint64(src[0:8])^iv0)
-	binary.LittleEndian.PutUint64(d[8:16], binary.LittleEndian.Uint64(src[8:16])^iv1)
-	b.Encrypt(d, d)
-	for i := blockSize; i < full; i += blockSize {
-		d := dst[i : i+blockSize]
-		subtle.XORBytes(d, src[i:i+blockSize], dst[i-blockSize:i])
+	if ab, ok := b.(*asmBlock); ok {
+		var iv [blockSize]byte
+		binary.LittleEndian.PutUint64(iv[0:8], iv0)
+		binary.LittleEndian.PutUint64(iv[8:16], iv1)
+		cbcEncBulk(ab, dst[:full], src[:full], &iv)
+	} else {
+		// Block 0 is chained to the IV, held in registers; every later block
+		// to the previous ciphertext block, already in dst. CBC encryption is
+		// inherently serial, so the latency of each step counts: the 16-byte
+		// subtle.XORBytes store lets AES's 16-byte load be forwarded
+		// directly, where two 8-byte stores would stall it (measured ~25%
+		// faster).
+		d := dst[:blockSize]
+		binary.LittleEndian.PutUint64(d[0:8], binary.LittleEndian.Uint64(src[0:8])^iv0)
+		binary.LittleEndian.PutUint64(d[8:16], binary.LittleEndian.Uint64(src[8:16])^iv1)
 		b.Encrypt(d, d)
+		for i := blockSize; i < full; i += blockSize {
+			d := dst[i : i+blockSize]
+			subtle.XORBytes(d, src[i:i+blockSize], dst[i-blockSize:i])
+			b.Encrypt(d, d)
+		}
 	}
 	if tail == 0 {
 		return
@@ -169,6 +177,15 @@ func cbcDecrypt(b cipher.Block, dst, src []byte, iv0, iv1 uint64) {
 		binary.LittleEndian.PutUint64(last[8:16], binary.LittleEndian.Uint64(last[8:16])^p1)
 		i -= blockSize
 	}
+	if ab, ok := b.(*asmBlock); ok {
+		// Blocks 0 .. i (i may be -16: none), with the same back-to-front
+		// order inside the assembly.
+		var iv [blockSize]byte
+		binary.LittleEndian.PutUint64(iv[0:8], iv0)
+		binary.LittleEndian.PutUint64(iv[8:16], iv1)
+		cbcDecBulk(ab, dst[:i+blockSize], src[:i+blockSize], &iv)
+		return
+	}
 	for ; i > 0; i -= blockSize {
 		d := dst[i : i+blockSize]
 		b.Decrypt(d, src[i:i+blockSize])
@@ -181,5 +198,45 @@ func cbcDecrypt(b cipher.Block, dst, src []byte, iv0, iv1 uint64) {
 		b.Decrypt(d, src[:blockSize])
 		binary.LittleEndian.PutUint64(d[0:8], binary.LittleEndian.Uint64(d[0:8])^iv0)
 		binary.LittleEndian.PutUint64(d[8:16], binary.LittleEndian.Uint64(d[8:16])^iv1)
+	}
+}
+
+// EncryptSectors implements MultiCipher. With the assembly and a sectorSize
+// that is a multiple of 16 it encrypts 16 or 8 units side by side (one CBC
+// chain per unit, interleaved so that the AES unit always has independent
+// work); the remaining units, and all units otherwise, go through Encrypt.
+func (c *cbcCipher) EncryptSectors(dst, src []byte, sectorSize int, firstUnit uint64) {
+	n := checkSectors("cbc encrypt sectors", dst, src, sectorSize)
+	i, unit := 0, firstUnit
+	if ab, ok := c.b.(*asmBlock); ok && sectorSize%blockSize == 0 {
+		var ivs, zero [maxLanes * blockSize]byte
+		for _, lanes := range cbcLaneCounts(ab) {
+			for ; n-i >= lanes*sectorSize; i += lanes * sectorSize {
+				for l := range lanes {
+					lo, hi := ivWords(c.mode, unit)
+					binary.LittleEndian.PutUint64(ivs[16*l:], lo)
+					binary.LittleEndian.PutUint64(ivs[16*l+8:], hi)
+					unit++
+				}
+				if c.essiv != nil {
+					// The ESSIV IVs of all lanes at once: CBC over
+					// one-block units with a zero IV is ECB.
+					cbcEncLanes(c.essiv.(*asmBlock), lanes, ivs[:], ivs[:], blockSize, &zero)
+				}
+				cbcEncLanes(ab, lanes, dst[i:], src[i:], sectorSize, &ivs)
+			}
+		}
+	}
+	for ; i < n; i, unit = i+sectorSize, unit+1 {
+		c.Encrypt(dst[i:i+sectorSize], src[i:i+sectorSize], unit)
+	}
+}
+
+// DecryptSectors implements MultiCipher: Decrypt on each unit in turn, each
+// of which already decrypts many blocks at a time.
+func (c *cbcCipher) DecryptSectors(dst, src []byte, sectorSize int, firstUnit uint64) {
+	n := checkSectors("cbc decrypt sectors", dst, src, sectorSize)
+	for i, unit := 0, firstUnit; i < n; i, unit = i+sectorSize, unit+1 {
+		c.Decrypt(dst[i:i+sectorSize], src[i:i+sectorSize], unit)
 	}
 }
