@@ -1,388 +1,281 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
-	"github.com/twincrypt/twincrypt/cipher/config"
-	"github.com/twincrypt/twincrypt/cipher/kdf"
-	"github.com/twincrypt/twincrypt/fs"
+	"github.com/twincrypt/twincrypt/integration/bench"
 )
 
-// benchPassphrase protects the throwaway demo volume; it is not a secret.
-var benchPassphrase = []byte("twincrypt bench demo")
-
-const benchBlockSize = 1 << 20 // write and read in 1 MiB blocks
-
 type benchFlags struct {
-	dir     string
-	sizeMiB int
-	files   int
+	size      string
+	repeat    int
+	targets   []string
+	workloads []string
+	out       string
+	on        string
+	fio       bool
+	bonnie    bool
+	peers     bool
+	keep      bool
+	compare   bool
 }
 
 func newBenchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench [flags]",
-		Short: "Demo benchmark: plain dir vs passthrough twin vs encrypted mount (full harness later)",
-		Long: `Run a short self-contained benchmark (well under a minute) and print
-how much FUSE and how much encryption cost on this machine.
+		Use:   "bench [flags] | bench --compare OLD.json NEW.json",
+		Short: "Run real workloads on plain disk, the twin, encrypted mounts, dm-crypt and peers; compare",
+		Long: `Run the source articles' workloads on every layer and print what each costs.
 
-bench creates a temporary directory (under --dir, default $TMPDIR), creates a
-throwaway aes-xts volume with a fixed demo passphrase and a cheap KDF, mounts
-the passthrough twin and the encrypted volume in-process, and on each of the
-plain directory, the twin and the encrypted mount runs:
+Targets (in this order, interleaved: every workload runs on all of them in
+turn, repeat after repeat, so that a noisy machine's drift hits all alike):
 
-  seqwrite   write --size MiB in 1 MiB blocks, then fsync
-  seqread    drop the file from the page cache (drop_caches as root, else
-             posix_fadvise DONTNEED), read it back and verify every byte
-  smallfiles create, stat and delete --files small files
+  native             a plain directory (the baseline)
+  twin               twincrypt's passthrough twin: the same FUSE code, no cipher
+  crypt-xts          a twincrypt volume, AES-XTS (512-bit key)
+  crypt-cbc          a twincrypt volume, eCryptfs-style AES-CBC (256-bit key)
+  ext4loop           ext4 on a loop device over an image file (the control for dm-crypt)
+  dmcrypt-kernel     LUKS2 aes-xts-plain64 opened by the kernel (cryptsetup open),
+  dmcrypt-userspace  or, without device-mapper, the same volume unlocked by
+                     'twincrypt blockdev open', with a loop device and ext4 on top
+  gocryptfs, encfs, cryfs, securefs, fscrypt
+                     peers, included when installed (--peers=false leaves them out)
 
-Ratios are time ratios: crypt/twin is the cost of encryption, twin/plain the
-cost of FUSE; above 1 means slower. Everything is unmounted and removed
-afterwards, also on error or Ctrl-C. bench needs FUSE (/dev/fuse).
+Our FUSE targets run as their own processes (this binary, 'mount
+--background'), so that their CPU time is theirs; each run mounts, works in a
+fresh directory and unmounts, so every run starts cold and each daemon's
+statistics cover exactly one run. Targets that cannot run here (not root, a
+program missing, no device-mapper) are skipped with the reason; a failed run
+is shown as FAIL and the bench goes on.
 
-This is a demo; the full harness (the articles' workloads, repeats, medians,
-CPU time, per-op latency, dm-crypt and peers) comes later.`,
+Workloads: seqwrite, seqread, smallwrite4k, smallwrite512, copytree, gzip,
+srctree (untar, ls -lR, md5 of every file, rm -rf), bonnie, randrw, sqlite,
+lame; each verifies the data it wrote. --size scales them: tiny (seconds, for
+tests), small (the default, about 3 minutes on 2 cores), default, large (the
+articles' sizes).
+
+By default all lower data goes on a tmpfs mounted for the bench (as root;
+three quarters of the available memory, used only as far as written), so
+that every target stands on the same, fast ground; --on DIR puts it on a
+real disk instead. Everything is unmounted and removed at the end, also on
+Ctrl-C (--keep keeps the data).
+
+Printed: medians with min–max, cost ratios to native and to the twin, CPU
+seconds per GiB of the workload and of the daemon, and the per-op latency of
+our mounts. --out DIR also writes report.md, results.csv, results.json and
+the charts overhead.svg/png and latency.svg/png. --compare OLD.json NEW.json
+prints what changed between two runs.
+
+Exit status 1 when any run failed (the tables are printed all the same).`,
 		Example: `  twincrypt bench
-  twincrypt bench --size 1024 --dir /mnt/ssd`,
-		Args: cobra.NoArgs,
+  twincrypt bench --size tiny --repeat 1 --targets native,twin,crypt-xts
+  twincrypt bench --workloads srctree,randrw --fio --out results/ --on /mnt/ssd
+  twincrypt bench --compare before/results.json after/results.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.sizeMiB < 1 {
-				return usageErrorf("--size must be at least 1 (MiB)")
+			if f.compare {
+				if len(args) != 2 {
+					return usageErrorf("bench --compare needs OLD.json and NEW.json, got %d argument(s)", len(args))
+				}
+				return runBenchCompare(cmd.OutOrStdout(), args[0], args[1])
 			}
-			if f.files < 1 {
-				return usageErrorf("--files must be at least 1")
+			if len(args) != 0 {
+				return usageErrorf("bench takes no arguments (did you mean --compare OLD.json NEW.json?)")
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runBench(ctx, cmd.OutOrStdout(), f)
+			return runBench(cmd, f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dir, "dir", "", "create the temporary directories under `DIR` (default $TMPDIR)")
-	fl.IntVar(&f.sizeMiB, "size", 256, "sequential file size in MiB")
-	fl.IntVar(&f.files, "files", 2000, "number of small files")
+	fl.SortFlags = false
+	fl.StringVar(&f.size, "size", string(bench.SizeSmall), "workload size: tiny, small, default or large")
+	fl.IntVar(&f.repeat, "repeat", 3, "repeat every workload on every target `N` times")
+	fl.StringSliceVar(&f.targets, "targets", nil, "run only these targets (comma separated; \"dmcrypt\" and \"peers\" name groups)")
+	fl.StringSliceVar(&f.workloads, "workloads", nil, "run only these workloads (comma separated)")
+	fl.StringVar(&f.out, "out", "", "write report.md, results.csv, results.json and charts to `DIR`")
+	fl.StringVar(&f.on, "on", "", "keep the targets' data under `DIR` (a real disk) instead of a dedicated tmpfs")
+	fl.BoolVar(&f.fio, "fio", false, "randrw: run fio when installed instead of the Go implementation")
+	fl.BoolVar(&f.bonnie, "bonnie++", false, "bonnie: run bonnie++ when installed instead of the Go implementation")
+	fl.BoolVar(&f.peers, "peers", true, "include the installed peers (gocryptfs, encfs, cryfs, securefs, fscrypt)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the work directory (the targets' data) at the end")
+	fl.BoolVar(&f.compare, "compare", false, "compare two results.json files given as arguments and exit")
 	return cmd
 }
 
-type benchTarget struct {
-	name string
-	dir  string
-}
-
-// benchResult holds one target's timings.
-type benchResult struct {
-	write, read, small time.Duration
-}
-
-func runBench(ctx context.Context, out io.Writer, f benchFlags) (err error) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return mountFailedErrorf("bench needs FUSE, which is unavailable here: %w", err)
+// benchPlan turns the flags into targets and workloads.
+func benchPlan(f benchFlags, exe string) ([]bench.Target, []bench.Workload, error) {
+	size := bench.Size(f.size)
+	switch size {
+	case bench.SizeTiny, bench.SizeSmall, bench.SizeDefault, bench.SizeLarge:
+	default:
+		return nil, nil, usageErrorf("unknown --size %q (use tiny, small, default or large)", f.size)
 	}
-	root, err := os.MkdirTemp(f.dir, "twincrypt-bench-")
+	if f.repeat < 1 {
+		return nil, nil, usageErrorf("--repeat must be at least 1")
+	}
+	opts := bench.TargetOptions{Exe: exe, Size: size}
+	targets := bench.DefaultTargets(opts)
+	if f.peers {
+		targets = bench.AllTargets(opts)
+	}
+	if len(f.targets) > 0 {
+		// Named targets are taken from all, so that a named peer runs
+		// even with --peers=false.
+		var err error
+		if targets, err = bench.SelectTargets(bench.AllTargets(opts), f.targets); err != nil {
+			return nil, nil, usageErrorf("--targets: %v", err)
+		}
+	}
+	workloads := bench.Workloads()
+	if len(f.workloads) > 0 {
+		workloads = nil
+		for _, name := range f.workloads {
+			w, ok := bench.WorkloadByName(strings.TrimSpace(name))
+			if !ok {
+				var known []string
+				for _, w := range bench.Workloads() {
+					known = append(known, w.Name())
+				}
+				return nil, nil, usageErrorf("--workloads: unknown workload %q (known: %s)", name, strings.Join(known, ", "))
+			}
+			workloads = append(workloads, w)
+		}
+	}
+	for _, w := range workloads {
+		switch w := w.(type) {
+		case *bench.RandRW:
+			w.FIO = f.fio
+		case *bench.Bonnie:
+			w.Program = f.bonnie
+		}
+	}
+	return targets, workloads, nil
+}
+
+func runBench(cmd *cobra.Command, f benchFlags) (err error) {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return fmt.Errorf("bench: find own executable: %w", err)
 	}
-	// Deferred calls run last-in first-out: the mounts registered below go
-	// away before the directory tree is removed.
-	defer func() {
-		if rmErr := os.RemoveAll(root); rmErr != nil && err == nil {
-			err = fmt.Errorf("bench: remove %s: %w", root, rmErr)
+	targets, workloads, err := benchPlan(f, exe)
+	if err != nil {
+		return err
+	}
+	if f.out != "" {
+		// Refuse an unwritable --out now, not after the bench.
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return usageErrorf("--out: %v", err)
+		}
+	}
+
+	// Ctrl-C and SIGTERM cancel the bench; the runner then unmounts and
+	// cleans up. The signals stay caught until then, so that a second
+	// Ctrl-C cannot kill the bench with its mounts in place.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for range sigs {
+			if ctx.Err() == nil {
+				fmt.Fprintln(stderr, "\ninterrupted: unmounting and cleaning up …")
+			}
+			cancel()
 		}
 	}()
-	dirs := map[string]string{}
-	for _, d := range []string{"plain", "twin.lower", "twin", "crypt.lower", "crypt"} {
-		dirs[d] = filepath.Join(root, d)
-		if err := os.Mkdir(dirs[d], 0o700); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-	}
 
-	params, err := kdf.Default("argon2id")
+	ws, err := bench.NewWorkspace(f.on)
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return err
 	}
-	params.Time, params.MemoryKiB, params.Threads = 1, 64*1024, 1
-	cfg, masterKey, err := config.Create(dirs["crypt.lower"], benchPassphrase, config.Options{
-		Cipher:  "aes-xts",
-		KDF:     params,
-		Creator: "twincrypt bench " + buildVersion(),
+	defer func() {
+		if f.keep {
+			fmt.Fprintf(stderr, "kept the work directory %s (%s)\n", ws.Dir, ws.Desc)
+			return
+		}
+		if cerr := ws.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("bench: remove work directory: %w", cerr))
+		}
+	}()
+
+	machine := bench.DetectMachine()
+	machine.Twincrypt = buildVersion()
+	live := false
+	if fd, ok := stderr.(interface{ Fd() uintptr }); ok {
+		live = term.IsTerminal(int(fd.Fd()))
+	}
+	progress := bench.NewProgress(stderr, live)
+	res, runErr := bench.RunBench(ctx, bench.Config{
+		Targets: targets, Workloads: workloads, Size: bench.Size(f.size), Repeat: f.repeat,
+		Work: ws.Dir, Lower: ws.Desc, Progress: progress, Machine: machine,
 	})
-	if err != nil {
-		return fmt.Errorf("bench: create demo volume: %w", err)
-	}
-	defer wipe(masterKey)
-
-	log := newLogger(os.Stderr, false)
-	twin, err := fs.Mount(dirs["twin"], fs.Options{Lower: dirs["twin.lower"], Log: log})
-	if err != nil {
-		return mountFailedErrorf("bench: mount the twin (is FUSE usable here?): %w", err)
-	}
-	defer benchUnmount(twin, dirs["twin"])
-	crypt, err := fs.Mount(dirs["crypt"], fs.Options{Lower: dirs["crypt.lower"], Config: cfg, MasterKey: masterKey, Log: log})
-	if err != nil {
-		return mountFailedErrorf("bench: mount the encrypted volume: %w", err)
-	}
-	defer benchUnmount(crypt, dirs["crypt"])
-
-	targets := []benchTarget{{"plain", dirs["plain"]}, {"twin", dirs["twin"]}, {"crypt", dirs["crypt"]}}
-	dropper := newCacheDropper()
-	results := make([]benchResult, len(targets))
-	for i, t := range targets {
-		if results[i], err = benchOne(ctx, t, f, dropper); err != nil {
-			if ctx.Err() != nil {
-				return errors.New("bench interrupted; mounts and temporary files removed")
-			}
-			return err
+	progress.Close()
+	fmt.Fprintln(stderr)
+	bench.WriteSummary(stdout, res, summaryWidth(stdout))
+	if f.out != "" {
+		files, werr := bench.WriteOutputs(f.out, res)
+		for i := range files {
+			files[i] = filepath.Join(f.out, files[i])
+		}
+		if len(files) > 0 {
+			fmt.Fprintf(stderr, "wrote %s\n", strings.Join(files, ", "))
+		}
+		if werr != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("bench: write outputs: %w", werr))
 		}
 	}
-	printBench(out, f, cfg, dropper.method, targets, results)
+	if ctx.Err() != nil {
+		return errors.New("bench interrupted; mounts and temporary files removed")
+	}
+	if runErr != nil {
+		return runErr
+	}
+	failed, total := 0, len(res.Runs)
+	for _, r := range res.Runs {
+		if !r.OK() && !r.Skipped {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs failed (see Failures above)", failed, total)
+	}
+	if total == 0 {
+		return errors.New("nothing ran: no target is available here (see the skipped lines above)")
+	}
 	return nil
 }
 
-// benchUnmount unmounts a bench mount, lazily if it stays busy, so that the
-// temporary tree can be removed in every case.
-func benchUnmount(srv *fuse.Server, mnt string) {
-	if err := srv.Unmount(); err == nil {
-		return
-	}
-	if err := unmountPath(mnt, true); err != nil {
-		fmt.Fprintf(os.Stderr, "twincrypt: bench: could not unmount %s: %v\n", mnt, oneLine(err.Error()))
-	}
-}
-
-func benchOne(ctx context.Context, t benchTarget, f benchFlags, dropper *cacheDropper) (benchResult, error) {
-	var r benchResult
-	var err error
-	file := filepath.Join(t.dir, "seq.dat")
-	if r.write, err = benchWrite(ctx, file, f.sizeMiB); err != nil {
-		return r, fmt.Errorf("bench %s: seqwrite: %w", t.name, err)
-	}
-	if err := dropper.drop(file); err != nil {
-		return r, fmt.Errorf("bench %s: drop cache: %w", t.name, err)
-	}
-	if r.read, err = benchRead(ctx, file, f.sizeMiB); err != nil {
-		return r, fmt.Errorf("bench %s: seqread: %w", t.name, err)
-	}
-	if err := os.Remove(file); err != nil {
-		return r, fmt.Errorf("bench %s: %w", t.name, err)
-	}
-	smallDir := filepath.Join(t.dir, "small")
-	if err := os.Mkdir(smallDir, 0o700); err != nil {
-		return r, fmt.Errorf("bench %s: %w", t.name, err)
-	}
-	if r.small, err = benchSmallFiles(ctx, smallDir, f.files); err != nil {
-		return r, fmt.Errorf("bench %s: smallfiles: %w", t.name, err)
-	}
-	return r, os.Remove(smallDir)
-}
-
-// benchBlock fills buf with block blockNo of the test pattern: a fixed
-// pseudo-random 1 MiB with the block number stamped at the start and the
-// middle, so that misplaced blocks are caught too.
-func benchBlock(buf, pattern []byte, blockNo int) {
-	copy(buf, pattern)
-	binary.LittleEndian.PutUint64(buf[0:], uint64(blockNo))
-	binary.LittleEndian.PutUint64(buf[len(buf)/2:], uint64(blockNo))
-}
-
-var benchPattern = func() []byte {
-	p := make([]byte, benchBlockSize)
-	rng := rand.NewChaCha8([32]byte{'t', 'w', 'i', 'n'})
-	_, _ = rng.Read(p)
-	return p
-}()
-
-func benchWrite(ctx context.Context, path string, sizeMiB int) (time.Duration, error) {
-	buf := make([]byte, benchBlockSize)
-	start := time.Now()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	for i := 0; i < sizeMiB; i++ {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		benchBlock(buf, benchPattern, i)
-		if _, err := f.Write(buf); err != nil {
-			return 0, err
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	return time.Since(start), nil
-}
-
-func benchRead(ctx context.Context, path string, sizeMiB int) (time.Duration, error) {
-	buf := make([]byte, benchBlockSize)
-	want := make([]byte, benchBlockSize)
-	start := time.Now()
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	for i := 0; i < sizeMiB; i++ {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if _, err := io.ReadFull(f, buf); err != nil {
-			return 0, fmt.Errorf("block %d: %w", i, err)
-		}
-		benchBlock(want, benchPattern, i)
-		if !bytes.Equal(buf, want) {
-			return 0, fmt.Errorf("block %d reads back different bytes than were written", i)
-		}
-	}
-	if n, _ := f.Read(buf[:1]); n != 0 {
-		return 0, fmt.Errorf("file is longer than the %d MiB written", sizeMiB)
-	}
-	return time.Since(start), nil
-}
-
-func benchSmallFiles(ctx context.Context, dir string, n int) (time.Duration, error) {
-	payload := benchPattern[:100]
-	name := func(i int) string { return filepath.Join(dir, fmt.Sprintf("f%06d", i)) }
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if err := os.WriteFile(name(i), payload, 0o600); err != nil {
-			return 0, err
-		}
-	}
-	for i := 0; i < n; i++ {
-		fi, err := os.Stat(name(i))
-		if err != nil {
-			return 0, err
-		}
-		if fi.Size() != int64(len(payload)) {
-			return 0, fmt.Errorf("%s: stat says %d bytes, %d were written", name(i), fi.Size(), len(payload))
-		}
-	}
-	for i := 0; i < n; i++ {
-		if err := os.Remove(name(i)); err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(start), nil
-}
-
-// cacheDropper evicts a file from the page cache before it is read back, so
-// the read measures the filesystem and not memory.
-type cacheDropper struct {
-	method string // "drop_caches" or "fadvise"
-}
-
-func newCacheDropper() *cacheDropper {
-	if os.Geteuid() == 0 {
-		if f, err := os.OpenFile("/proc/sys/vm/drop_caches", os.O_WRONLY, 0); err == nil {
-			f.Close()
-			return &cacheDropper{method: "drop_caches"}
-		}
-	}
-	return &cacheDropper{method: "fadvise"}
-}
-
-func (d *cacheDropper) drop(path string) error {
-	if d.method == "drop_caches" {
-		unix.Sync()
-		err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0)
-		if err == nil {
-			return nil
-		}
-		// Read-only /proc/sys in a container: fall back for good.
-		d.method = "fadvise"
-	}
-	f, err := os.Open(path)
+func runBenchCompare(out io.Writer, oldPath, newPath string) error {
+	old, err := bench.ReadResults(oldPath)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := unix.Fdatasync(int(f.Fd())); err != nil && !errors.Is(err, unix.EINVAL) {
+	cur, err := bench.ReadResults(newPath)
+	if err != nil {
 		return err
 	}
-	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	bench.WriteCompare(out, old, cur, bench.Compare(old, cur))
+	return nil
 }
 
-func printBench(out io.Writer, f benchFlags, cfg *config.Config, dropMethod string, targets []benchTarget, rs []benchResult) {
-	fmt.Fprintf(out, "twincrypt bench (demo; the full harness comes later)\n")
-	fmt.Fprintf(out, "crypt: %s, %d-bit key; page cache dropped with %s; ratios are time ratios (>1 = slower)\n\n",
-		cfg.Cipher, cfg.KeyBytes*8, dropMethod)
-	header := []string{"workload"}
-	for _, t := range targets {
-		header = append(header, t.name)
-	}
-	table := [][]string{append(header, "crypt/twin", "twin/plain")}
-
-	mib := float64(f.sizeMiB)
-	rows := []struct {
-		name string
-		get  func(benchResult) time.Duration
-		unit string
-		work float64
-	}{
-		{fmt.Sprintf("seqwrite %d MiB +fsync", f.sizeMiB), func(r benchResult) time.Duration { return r.write }, "MiB/s", mib},
-		{fmt.Sprintf("seqread %d MiB cold", f.sizeMiB), func(r benchResult) time.Duration { return r.read }, "MiB/s", mib},
-		{fmt.Sprintf("create+stat+delete %d", f.files), func(r benchResult) time.Duration { return r.small }, "files/s", float64(f.files)},
-	}
-	for _, row := range rows {
-		line := []string{row.name}
-		for _, r := range rs {
-			d := row.get(r)
-			line = append(line, fmt.Sprintf("%.0f %s %.2fs", row.work/d.Seconds(), row.unit, d.Seconds()))
-		}
-		plain, twin, crypt := row.get(rs[0]), row.get(rs[1]), row.get(rs[2])
-		line = append(line, fmt.Sprintf("%.2fx", crypt.Seconds()/twin.Seconds()), fmt.Sprintf("%.2fx", twin.Seconds()/plain.Seconds()))
-		table = append(table, line)
-	}
-	printTable(out, table)
-}
-
-// printTable prints rows with the first column left-aligned and the others
-// right-aligned, two spaces apart.
-func printTable(out io.Writer, rows [][]string) {
-	var widths []int
-	for _, row := range rows {
-		for i, cell := range row {
-			if i == len(widths) {
-				widths = append(widths, 0)
-			}
-			widths[i] = max(widths[i], len(cell))
+// summaryWidth is the width the tables are cut to: the terminal's, or 160
+// columns when stdout is a file or a pipe.
+func summaryWidth(w io.Writer) int {
+	if f, ok := w.(interface{ Fd() uintptr }); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 40 {
+			return cols
 		}
 	}
-	for _, row := range rows {
-		var b strings.Builder
-		for i, cell := range row {
-			if i == 0 {
-				fmt.Fprintf(&b, "%-*s", widths[i], cell)
-			} else {
-				fmt.Fprintf(&b, "  %*s", widths[i], cell)
-			}
-		}
-		fmt.Fprintln(out, b.String())
-	}
+	return 160
 }

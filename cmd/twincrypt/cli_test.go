@@ -547,24 +547,65 @@ func TestMountRefusesBadMountpoints(t *testing.T) {
 
 func TestBenchDemo(t *testing.T) {
 	requireFUSE(t)
-	dir := tempDir(t)
-	r := twincrypt(t, "", "bench", "--dir", dir, "--size", "8", "--files", "50")
+	// Usage errors come before anything is set up.
+	for _, args := range [][]string{
+		{"bench", "--size", "huge"},
+		{"bench", "--repeat", "0"},
+		{"bench", "--targets", "native,zfs"},
+		{"bench", "--workloads", "nosuch"},
+		{"bench", "extra-argument"},
+		{"bench", "--compare", "only-one.json"},
+	} {
+		twincrypt(t, "", args...).expectExit(t, exitUsage, strings.Join(args, " "))
+	}
+
+	on, out := tempDir(t), tempDir(t)
+	r := twincrypt(t, "", "bench", "--size", "tiny", "--repeat", "2", "--targets", "native,twin",
+		"--workloads", "seqwrite,srctree", "--on", on, "--out", out)
 	r.expectExit(t, 0, "bench")
-	for _, want := range []string{"plain", "twin", "crypt", "crypt/twin", "twin/plain", "seqwrite 8 MiB", "seqread 8 MiB", "create+stat+delete 50"} {
+	for _, want := range []string{
+		"twincrypt bench: size tiny, 2 repeat(s), lower data on ",
+		"workload   unit", "native", "twin",
+		"seqwrite  MiB/s", "srctree       s", "  untar       s", "  rm          s",
+		"Cost relative to native", "Cost relative to twin", "Daemon CPU seconds per GiB",
+		"Per-operation latency in the daemon", "seqwrite   write",
+	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	left, err := os.ReadDir(dir)
+	// Progress goes to stderr, one line per run, in interleaved order.
+	var order []string
+	for _, m := range regexp.MustCompile(`(?m)^\[ *\d+/\d+\] (r\d+) (\S+) +(\S+) `).FindAllStringSubmatch(r.stderr, -1) {
+		order = append(order, m[1]+" "+m[2]+" "+m[3])
+	}
+	if want := "r1 seqwrite native,r1 seqwrite twin,r1 srctree native,r1 srctree twin," +
+		"r2 seqwrite native,r2 seqwrite twin,r2 srctree native,r2 srctree twin"; strings.Join(order, ",") != want {
+		t.Errorf("runs in order %q, want %q\nstderr:\n%s", order, want, r.stderr)
+	}
+	for _, f := range []string{"report.md", "results.csv", "results.json", "overhead.svg", "overhead.png", "latency.svg", "latency.png"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("--out lacks %s: %v", f, err)
+		}
+	}
+	left, err := os.ReadDir(on)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(left) != 0 {
-		t.Errorf("bench left %d entries in --dir", len(left))
+		t.Errorf("bench left %d entries in --on", len(left))
 	}
 	mounts, _ := os.ReadFile("/proc/mounts")
-	if bytes.Contains(mounts, []byte(dir)) {
-		t.Errorf("bench left a mount under %s", dir)
+	if bytes.Contains(mounts, []byte(on)) {
+		t.Errorf("bench left a mount under %s", on)
+	}
+
+	// A run compared with itself: nothing changed.
+	js := filepath.Join(out, "results.json")
+	c := twincrypt(t, "", "bench", "--compare", js, js)
+	c.expectExit(t, 0, "bench --compare")
+	if !strings.Contains(c.stdout, "new/old") || !strings.Contains(c.stdout, " 1.00x") || !strings.Contains(c.stdout, "\n0 of ") {
+		t.Errorf("compare output:\n%s", c.stdout)
 	}
 }
 

@@ -132,7 +132,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"mount", "--passthrough", dir, dir}, 13, "LOWER itself"},
 		{[]string{"umount", dir}, 13, "not a mount point"},
 		{[]string{"umount"}, 2, "needs MNT"},
-		{[]string{"bench", "extra"}, 2, "unknown command"},
+		{[]string{"bench", "extra"}, 2, "bench takes no arguments"},
 		{[]string{"bench", "--size", "0"}, 2, "--size"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/csv"
+	"image/png"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twincrypt/twincrypt/measure"
+)
+
+// sampleResults is a small finished bench: three targets, two workloads,
+// three repeats, per-op statistics on the FUSE targets, one failed run.
+func sampleResults() *Results {
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	res := &Results{
+		Version: ResultsVersion, Started: t0, Finished: t0.Add(3 * time.Minute),
+		Size: SizeTiny, Repeat: 3, Lower: "tmpfs (dedicated, 1.0 GiB)",
+		Machine: Machine{CPU: "Test CPU", Cores: 2, MemoryGiB: 8, AESNI: true, Kernel: "6.1.0", Go: "go1.26"},
+		Targets: []TargetInfo{{Name: "native"}, {Name: "twin"}, {Name: "crypt-xts"}, {Name: "dmcrypt-userspace"}},
+		Skipped: []Skipped{{Name: "gocryptfs", Reason: "gocryptfs is not installed"}},
+		Workloads: []WorkloadInfo{
+			{Name: "seqwrite", Describe: "one file in 1 MiB writes", Headline: "MiBps"},
+			{Name: "srctree", Describe: "untar, ls -lR, md5, rm -rf", Headline: "wall_s"},
+		},
+	}
+	speed := map[string]float64{"native": 1, "twin": 3, "crypt-xts": 5, "dmcrypt-userspace": 4}
+	for r := 1; r <= 3; r++ {
+		for _, w := range res.Workloads {
+			for _, tg := range res.Targets {
+				run := Run{Target: tg.Name, Workload: w.Name, Repeat: r, Start: t0.Add(time.Duration(r) * time.Minute),
+					WallS: speed[tg.Name] * (1 + 0.1*float64(r)), Bytes: 256 << 20, Ops: 256,
+					WorkloadCPUS: 0.2 * speed[tg.Name], Verified: true}
+				if tg.Name != "native" {
+					run.DaemonCPUS = 0.1 * speed[tg.Name]
+				}
+				if w.Name == "srctree" {
+					run.Metrics = map[string]float64{"untar_s": run.WallS / 2, "lsR_s": run.WallS / 8, "md5_s": run.WallS / 4, "rm_s": run.WallS / 8}
+				}
+				if tg.Name == "twin" || tg.Name == "crypt-xts" {
+					f := int64(speed[tg.Name])
+					run.Stats = &measure.Snapshot{Mount: "/m", Ops: []measure.Stats{
+						{Op: "lookup", Count: 100, P50Ns: 2000 * f, P99Ns: 20000 * f},
+						{Op: "create", Count: 10, P50Ns: 50000 * f, P99Ns: 90000 * f},
+						{Op: "read", Count: 100, P50Ns: 30000 * f, P99Ns: 200000 * f, Bytes: 1 << 20},
+						{Op: "write", Count: 100, P50Ns: 40000 * f, P99Ns: 300000 * f, Bytes: 1 << 20},
+					}}
+				}
+				if tg.Name == "dmcrypt-userspace" && w.Name == "srctree" && r == 2 {
+					run = Run{Target: tg.Name, Workload: w.Name, Repeat: r, Error: "md5 of a/b.c differs"}
+				}
+				res.Runs = append(res.Runs, run)
+			}
+		}
+	}
+	return res
+}
+
+func TestWriteOutputs(t *testing.T) {
+	res := sampleResults()
+	dir := t.TempDir()
+	written, err := WriteOutputs(dir, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{JSONFile, CSVFile, ReportFile, OverheadSVG, OverheadPNG, LatencySVG, LatencyPNG}
+	for _, name := range want {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if len(written) != len(want) {
+		t.Errorf("written %q, want the %d files %q", written, len(want), want)
+	}
+
+	report, _ := os.ReadFile(filepath.Join(dir, ReportFile))
+	md := string(report)
+	for _, s := range []string{
+		"# twincrypt bench", "## Machine", "- CPU: Test CPU, 2 cores", "AES-NI: yes", "Kernel: Linux 6.1.0", "Go: go1.26",
+		"## Set-up", "Size: tiny; repeats: 3", "tmpfs (dedicated, 1.0 GiB)", "dm-crypt: dmcrypt-userspace; LUKS2, aes-xts-plain64",
+		"Skipped gocryptfs: gocryptfs is not installed", "| seqwrite | one file in 1 MiB writes |",
+		"## Results", "### Results: median (min–max) of 3 repeat(s)",
+		"| workload | unit | native | twin | crypt-xts | dmcrypt-userspace |",
+		"### Cost relative to native", "### Cost relative to twin",
+		"### Workload CPU seconds per GiB", "### Daemon CPU seconds per GiB", "### Per-operation latency",
+		"| &nbsp;&nbsp;untar | s |", "![overhead.svg](overhead.svg)", "![latency.svg](latency.svg)",
+		"## Failures", "- srctree on dmcrypt-userspace, repeat 2: md5 of a/b.c differs",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report.md lacks %q", s)
+		}
+	}
+	// seqwrite: native 256 MiB in 1.2 s (median of 1.1, 1.2, 1.3) = 213 MiB/s.
+	if !strings.Contains(md, "| seqwrite | MiB/s | 213 (197–233) |") {
+		t.Errorf("report.md: unexpected seqwrite row\n%s", md)
+	}
+	if !strings.Contains(md, "| seqwrite | 3.00x | 5.00x | 4.00x |") {
+		t.Errorf("report.md: ratio to native of seqwrite wrong\n%s", md)
+	}
+
+	f, _ := os.Open(filepath.Join(dir, CSVFile))
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rows[0], CSVHeader) || len(rows) != 1+len(res.Runs) {
+		t.Fatalf("csv: header %q, %d rows for %d runs", rows[0], len(rows), len(res.Runs))
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	r1 := rows[2] // twin, seqwrite, repeat 1
+	if r1[col["target"]] != "twin" || r1[col["wall_s"]] != "3.3" || r1[col["mib_per_s"]] != "77.5758" ||
+		r1[col["read_p50_us"]] != "90" || r1[col["ok"]] != "true" {
+		t.Errorf("csv row %q", r1)
+	}
+	var failed []string
+	for _, r := range rows[1:] {
+		if r[col["ok"]] == "false" {
+			failed = append(failed, r[col["error"]])
+		}
+	}
+	if !reflect.DeepEqual(failed, []string{"md5 of a/b.c differs"}) {
+		t.Errorf("csv failed rows: %q", failed)
+	}
+
+	back, err := ReadResults(filepath.Join(dir, JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, res) {
+		t.Errorf("results.json does not round-trip:\n got %+v\nwant %+v", back, res)
+	}
+
+	for _, name := range []string{OverheadPNG, LatencyPNG} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
+			t.Errorf("%s: %v", name, b)
+		}
+	}
+	for _, name := range []string{OverheadSVG, LatencySVG} {
+		data, _ := os.ReadFile(filepath.Join(dir, name))
+		if !bytes.Contains(data, []byte("<svg")) || !bytes.Contains(data, []byte("</svg>")) {
+			t.Errorf("%s is not an SVG", name)
+		}
+	}
+	svg, _ := os.ReadFile(filepath.Join(dir, OverheadSVG))
+	for _, s := range []string{"crypt-xts", "dmcrypt-userspace", "seqwrite", "srctree"} {
+		if !bytes.Contains(svg, []byte(s)) {
+			t.Errorf("overhead chart lacks %q", s)
+		}
+	}
+}
+
+func TestReadResultsRejects(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"garbage.json": "not json", "future.json": `{"version": 99}`} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(content), 0o600)
+		if _, err := ReadResults(p); err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+}
+
+func TestSummaryTables(t *testing.T) {
+	var b bytes.Buffer
+	WriteSummary(&b, sampleResults(), 0)
+	out := b.String()
+	t.Logf("\n%s", out)
+	for _, s := range []string{
+		"twincrypt bench: size tiny, 3 repeat(s), lower data on tmpfs (dedicated, 1.0 GiB)",
+		"machine: Test CPU, 2 cores, 8.0 GiB; AES-NI yes",
+		"skipped gocryptfs: gocryptfs is not installed",
+		"workload   unit               native                 twin            crypt-xts      dmcrypt-userspace\n",
+		"seqwrite  MiB/s        213 (197–233)     71.1 (65.6–77.6)",
+		"  lsR         s  0.150 (0.138–0.163)",
+		"  untar       s",
+		"srctree   lookup",
+		"10.0 / 100",
+		"Failures\n  srctree on dmcrypt-userspace, repeat 2: md5 of a/b.c differs",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("summary lacks %q", s)
+		}
+	}
+	// The failed repeat leaves two: the median of 4.4 and 5.2 is 4.8.
+	if !strings.Contains(out, "4.80 (4.40–5.20) !") {
+		t.Error("partial failure not shown as median of the rest with \"!\"")
+	}
+}
+
+func TestSummaryPanels(t *testing.T) {
+	var b bytes.Buffer
+	WriteSummary(&b, sampleResults(), 80)
+	out := b.String()
+	// Table rows (not titles and notes, which are prose) fit in 80 columns.
+	for _, l := range strings.Split(out, "\n") {
+		if n := len([]rune(l)); n > 80 && strings.Contains(l, "  ") {
+			t.Errorf("table line of %d columns in an 80-column summary: %q", n, l)
+		}
+	}
+	// The results table is cut in two panels, each with the label columns.
+	if n := strings.Count(out, "workload   unit"); n != 2 {
+		t.Errorf("%d results panels, want 2:\n%s", n, out)
+	}
+	if !strings.Contains(out, "seqwrite  MiB/s        213 (197–233)     71.1 (65.6–77.6)     42.7 (39.4–46.5)\n") {
+		t.Errorf("first panel:\n%s", out)
+	}
+}

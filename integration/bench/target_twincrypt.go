@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/twincrypt/twincrypt/measure"
+)
+
+// twincrypt is one of our own FUSE mounts, run as its own process with
+// `twincrypt mount --background` so that its CPU time is its own: the
+// passthrough twin (cipher "") or an encrypted volume. Each Mount writes a
+// --summary that the daemon fills in at unmount: the per-op latency of
+// exactly that run.
+type twincrypt struct {
+	exe      string
+	cipher   string // "aes-xts", "aes-cbc"; "" for the twin
+	lower    string
+	mnt      string
+	passfile string
+	summary  string
+	d        daemon
+	stats    *measure.Snapshot
+}
+
+// NewTwin returns the passthrough twin: the same FUSE code with the cipher
+// switched off (and kernel passthrough off, so every READ and WRITE is
+// served, and timed, by the daemon).
+func NewTwin(o TargetOptions) Target { return &twincrypt{exe: o.Exe} }
+
+// NewCrypt returns an encrypted twincrypt volume with cipher "aes-xts" or
+// "aes-cbc" at its default key size.
+func NewCrypt(o TargetOptions, cipher string) Target { return &twincrypt{exe: o.Exe, cipher: cipher} }
+
+func (t *twincrypt) Name() string {
+	switch t.cipher {
+	case "":
+		return "twin"
+	case "aes-xts":
+		return "crypt-xts"
+	case "aes-cbc":
+		return "crypt-cbc"
+	}
+	return "crypt-" + t.cipher
+}
+
+func (t *twincrypt) Available() error {
+	if t.exe == "" {
+		return fmt.Errorf("no twincrypt binary given")
+	}
+	return needFUSE()
+}
+
+func (t *twincrypt) Setup(ctx context.Context, work string) error {
+	work, err := realPath(work)
+	if err != nil {
+		return err
+	}
+	t.lower, t.mnt = filepath.Join(work, "lower"), filepath.Join(work, "mnt")
+	t.summary = filepath.Join(work, "summary.json")
+	if err := mkdirs(t.lower, t.mnt); err != nil {
+		return err
+	}
+	if t.cipher == "" {
+		return nil
+	}
+	if t.passfile, err = writePassfile(work); err != nil {
+		return err
+	}
+	// A cheap KDF: unlocking is part of every Mount, not of what is measured.
+	_, err = run(ctx, nil, "", t.exe, "init", "--cipher", t.cipher, "--passfile", t.passfile,
+		"--kdf", "argon2id", "--kdf-time", "1", "--kdf-memory", "8192", "--kdf-threads", "1",
+		"--quiet", t.lower)
+	return err
+}
+
+// mountedPID parses "... in the background, pid N." from mount -b.
+var mountedPID = regexp.MustCompile(`pid (\d+)`)
+
+func (t *twincrypt) Mount(ctx context.Context) (string, error) {
+	t.stats = nil
+	_ = os.Remove(t.summary)
+	args := []string{"mount", "--background", "--summary", t.summary}
+	if t.cipher == "" {
+		args = append(args, "--passthrough")
+	} else {
+		args = append(args, "--passfile", t.passfile)
+	}
+	out, err := run(ctx, nil, "", t.exe, append(args, t.lower, t.mnt)...)
+	if err != nil {
+		return "", err
+	}
+	pid := 0
+	if m := mountedPID.FindStringSubmatch(out); m != nil {
+		pid, _ = strconv.Atoi(m[1])
+	}
+	t.d.attach(t.mnt, pid)
+	return t.mnt, nil
+}
+
+func (t *twincrypt) Unmount(ctx context.Context) error {
+	if err := t.d.detach(t.mnt); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(t.summary)
+	if err != nil {
+		return fmt.Errorf("read the daemon's summary: %w", err)
+	}
+	var s measure.Snapshot
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("parse the daemon's summary %s: %w", t.summary, err)
+	}
+	t.stats = &s
+	return nil
+}
+
+func (t *twincrypt) Cleanup() error {
+	if t.mnt == "" {
+		return nil
+	}
+	return t.d.detach(t.mnt)
+}
+
+func (t *twincrypt) DaemonCPU() time.Duration { return t.d.cpu() }
+func (t *twincrypt) Stats() *measure.Snapshot { return t.stats }
