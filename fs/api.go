@@ -86,6 +86,8 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 			Logger:       o.DebugLog,
 			Options:      mountOpts,
 		},
+		// Mode 0 is a mode like any other (chmod 000), not "unset".
+		NullPermissions: true,
 		EntryTimeout:    &second,
 		AttrTimeout:     &second,
 		NegativeTimeout: &second,

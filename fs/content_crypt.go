@@ -275,10 +275,18 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	}
 
 	t0 := a.now()
-	forUnits(e0, e1, func(e int64) {
-		u := buf[int(e-e0)*extentSize:]
-		u = u[:content.UnitSize(e, newSize)]
-		h.fc.EncryptUnit(u, u, e)
+	forRuns(e0, e1, func(first, last int64) {
+		// Full extents of the run go side by side; a tail unit (the
+		// file's last extent) alone.
+		if last == newSize/extentSize {
+			u := buf[int(last-e0)*extentSize:]
+			u = u[:content.UnitSize(last, newSize)]
+			h.fc.EncryptUnit(u, u, last)
+			last--
+		}
+		if last >= first {
+			h.fc.EncryptExtents(buf[int(first-e0)*extentSize:int(last+1-e0)*extentSize], first)
+		}
 	})
 	a.cryptoSince(t0)
 	if _, err := a.pwrite(fd, buf, content.UnitOffset(e0)); err != nil {
@@ -494,28 +502,31 @@ const unitsPerWorker = 16
 // units of encryption, so a single request need not be limited to one
 // core's AES speed.
 func forUnits(e0, e1 int64, fn func(e int64)) {
+	forRuns(e0, e1, func(first, last int64) {
+		for e := first; e <= last; e++ {
+			fn(e)
+		}
+	})
+}
+
+// forRuns splits the extents e0..e1 into one contiguous run per worker
+// and calls fn(first, last) for each, concurrently.
+func forRuns(e0, e1 int64, fn func(first, last int64)) {
 	n := e1 - e0 + 1
 	workers := min(int64(runtime.GOMAXPROCS(0)), n/unitsPerWorker)
 	if workers <= 1 {
-		for e := e0; e <= e1; e++ {
-			fn(e)
-		}
+		fn(e0, e1)
 		return
 	}
 	chunk := (n + workers - 1) / workers
 	var wg sync.WaitGroup
 	for start := e0 + chunk; start <= e1; start += chunk {
-		end := min(e1, start+chunk-1)
 		wg.Add(1)
-		go func() {
+		go func(first, last int64) {
 			defer wg.Done()
-			for e := start; e <= end; e++ {
-				fn(e)
-			}
-		}()
+			fn(first, last)
+		}(start, min(e1, start+chunk-1))
 	}
-	for e := e0; e < e0+chunk; e++ {
-		fn(e)
-	}
+	fn(e0, e0+chunk-1)
 	wg.Wait()
 }

@@ -69,6 +69,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	fd := -1
 	if fh != nil {
 		fd = fh.fd
+	} else if dh, ok := f.(*dirHandle); ok {
+		fd = dh.fd
 	}
 	p, errno := get(n.r.main, &o.a, fd, &st)
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
@@ -287,4 +289,41 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.E
 	}
 	out.FromStatfsT(&sf)
 	return 0
+}
+
+var _ = (fs.NodeFsyncer)((*node)(nil))
+
+// Fsync serves fsync(2) on files (through their handle) and on
+// directories, which have no handle of ours: the lower directory is
+// opened and synced.
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno syscall.Errno) {
+	if fh := asFile(f); fh != nil {
+		return fh.Fsync(ctx, flags)
+	}
+	o := n.r.begin(measure.OpFsync, n)
+	defer func() { o.end(errno) }()
+	fsyncDir := func(s *side, a *acct) syscall.Errno {
+		p, errno := s.path(a, n)
+		if errno != 0 {
+			return errno
+		}
+		t0 := a.now()
+		defer a.lowerSince(t0)
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return toErrno(err)
+		}
+		defer syscall.Close(fd)
+		return toErrno(syscall.Fsync(fd))
+	}
+	if dh, ok := f.(*dirHandle); ok {
+		// An open directory: its descriptor works even after removal.
+		t0 := o.a.now()
+		errno = toErrno(syscall.Fsync(dh.fd))
+		o.a.lowerSince(t0)
+	} else {
+		errno = fsyncDir(n.r.main, &o.a)
+	}
+	o.mirror(n.r, fsyncDir)
+	return errno
 }

@@ -31,8 +31,17 @@ func preserveOwner(ctx context.Context, a *acct, path string) {
 	}
 	if caller, ok := fuse.FromContext(ctx); ok {
 		t0 := a.now()
+		defer a.lowerSince(t0)
+		var st syscall.Stat_t
+		if syscall.Lstat(path, &st) != nil || st.Uid == caller.Uid && st.Gid == caller.Gid {
+			return
+		}
 		unix.Lchown(path, int(caller.Uid), int(caller.Gid))
-		a.lowerSince(t0)
+		// chown(2) clears the set-user-ID and set-group-ID bits of a
+		// file: give back the mode it was created with.
+		if st.Mode&syscall.S_IFMT != syscall.S_IFLNK && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+			syscall.Chmod(path, st.Mode&07777)
+		}
 	}
 }
 

@@ -56,9 +56,9 @@ type transform interface {
 	// content: the plaintext size of a lower file and the I/O on it.
 	plainSize(lowerSize int64) int64
 	content() contentIO
-	// symlinkSizeNeedsTarget is true when a symlink's lower size is not
-	// the length of its target (encrypted targets).
-	symlinkSizeNeedsTarget() bool
+	// linkSize is the length of a symlink's plaintext target, from the
+	// length of its lower target (no readlink: that would touch atime).
+	linkSize(lowerSize int64) int64
 	// namesCost is true when mapping names costs crypto (encrypted
 	// names), so that path walks are timed.
 	namesCost() bool

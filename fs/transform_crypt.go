@@ -253,9 +253,12 @@ func (t *cryptTransform) plainSize(lowerSize int64) int64 {
 
 func (t *cryptTransform) content() contentIO { return t.io }
 
-func (t *cryptTransform) symlinkSizeNeedsTarget() bool { return true }
-func (t *cryptTransform) readWriteOpens() bool         { return true }
-func (t *cryptTransform) namesCost() bool              { return t.names != nil }
+// linkSize: a sealed target is base64url(nonce ‖ target ‖ tag).
+func (t *cryptTransform) linkSize(lowerSize int64) int64 {
+	return max(0, int64(base64.RawURLEncoding.DecodedLen(int(lowerSize)))-keys.Overhead)
+}
+func (t *cryptTransform) readWriteOpens() bool { return true }
+func (t *cryptTransform) namesCost() bool      { return t.names != nil }
 
 // readSmallFile reads at most max bytes of a metadata file (directory IV,
 // long-name sidecar). It never follows a symlink and never blocks on a

@@ -25,7 +25,7 @@ func (nullTransform) writeLong(*acct, string, string, string) syscall.Errno {
 	return 0
 }
 func (nullTransform) readDirIV(*acct, string) ([]byte, syscall.Errno) { return nil, 0 }
-func (nullTransform) symlinkSizeNeedsTarget() bool                    { return false }
+func (nullTransform) linkSize(size int64) int64                       { return size }
 func (nullTransform) readWriteOpens() bool                            { return false }
 func (nullTransform) namesCost() bool                                 { return false }
 

@@ -226,6 +226,20 @@ func (f *FileCipher) EncryptUnit(dst, src []byte, extentNo int64) {
 	f.c.Encrypt(dst, src, uint64(extentNo))
 }
 
+// EncryptExtents encrypts, in place, the full extents in buf (a multiple
+// of ExtentSize long) numbered from extentNo on. Where the cipher can, it
+// works on several extents side by side (CBC encryption is serial within
+// an extent but extents are independent).
+func (f *FileCipher) EncryptExtents(buf []byte, extentNo int64) {
+	if m, ok := f.c.(sector.MultiCipher); ok {
+		m.EncryptSectors(buf, buf, ExtentSize, uint64(extentNo))
+		return
+	}
+	for i := 0; i < len(buf); i += ExtentSize {
+		f.c.Encrypt(buf[i:i+ExtentSize], buf[i:i+ExtentSize], uint64(extentNo)+uint64(i/ExtentSize))
+	}
+}
+
 // DecryptUnit decrypts one stored unit into dst. An all-zero unit is a hole
 // and decrypts to zeros without touching the cipher.
 func (f *FileCipher) DecryptUnit(dst, src []byte, extentNo int64) {
