@@ -69,7 +69,10 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 	if fsName == "" {
 		fsName = o.Lower
 	}
-	var mountOpts []string
+	// The daemon does every operation as root (or as the mounting user):
+	// the kernel must check permissions against the file modes, or with
+	// allow_other any user could read any file.
+	mountOpts := []string{"default_permissions"}
 	if o.ReadOnly {
 		mountOpts = append(mountOpts, "ro")
 	}

@@ -36,6 +36,10 @@ func preserveOwner(ctx context.Context, a *acct, path string) {
 		if syscall.Lstat(path, &st) != nil || st.Uid == caller.Uid && st.Gid == caller.Gid {
 			return
 		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Nlink > 1 {
+			// A new hard link: the inode is someone else's file.
+			return
+		}
 		unix.Lchown(path, int(caller.Uid), int(caller.Gid))
 		// chown(2) clears the set-user-ID and set-group-ID bits of a
 		// file: give back the mode it was created with.
