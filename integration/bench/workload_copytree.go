@@ -26,8 +26,7 @@ var copyFileSize = scale[int64]{tiny: 16, small: 256, dflt: 1024, large: 3584}
 // the SHA-256 of every copy.
 type CopyTree struct {
 	noPrograms bool // tests: use the Go copy even where cp is installed
-	meta       *cacheMeta
-	cacheDir   string
+	inputs     cachedInputs
 }
 
 func (*CopyTree) Name() string { return "copytree" }
@@ -48,7 +47,7 @@ func (w *CopyTree) Prepare(ctx context.Context, env *Env) error {
 	size := copyFileSize.pick(env.Size) << 10
 	param := fmt.Sprintf("%d files of %d bytes", copyFiles, size)
 	if m, err := readMeta(cdir); err == nil && m.Param == param && checkMeta(cdir, m) && countEntries(filepath.Join(cdir, "img")) == copyFiles {
-		w.meta, w.cacheDir = m, cdir
+		w.inputs.meta, w.inputs.dir = m, cdir
 		return nil
 	}
 	if err := os.RemoveAll(filepath.Join(cdir, "img")); err != nil {
@@ -82,31 +81,13 @@ func (w *CopyTree) Prepare(ctx context.Context, env *Env) error {
 	if err := writeMeta(cdir, m); err != nil {
 		return err
 	}
-	w.meta, w.cacheDir = m, cdir
+	w.inputs.meta, w.inputs.dir = m, cdir
 	return nil
-}
-
-// load returns the cached inputs' description, from Prepare or from the
-// cache directory.
-func (w *CopyTree) load(env *Env) (*cacheMeta, string, error) {
-	if w.meta != nil {
-		return w.meta, w.cacheDir, nil
-	}
-	cdir, err := w.cache(env)
-	if err != nil {
-		return nil, "", err
-	}
-	m, err := readMeta(cdir)
-	if err != nil {
-		return nil, "", fmt.Errorf("inputs not prepared: %w", err)
-	}
-	w.meta, w.cacheDir = m, cdir
-	return m, cdir, nil
 }
 
 func (w *CopyTree) Run(ctx context.Context, dir string, env *Env) (Result, error) {
 	defer lockThread()()
-	m, cdir, err := w.load(env)
+	m, cdir, err := w.inputs.load(env, w.cache)
 	if err != nil {
 		return Result{}, err
 	}

@@ -26,8 +26,7 @@ var gzipTarSize = scale[int64]{tiny: 8, small: 32, dflt: 256, large: 745}
 // SHA-256 must be the original tar's.
 type Gzip struct {
 	noPrograms bool // tests: use compress/gzip
-	meta       *cacheMeta
-	cacheDir   string
+	inputs     cachedInputs
 }
 
 func (*Gzip) Name() string { return "gzip" }
@@ -50,7 +49,7 @@ func (w *Gzip) Prepare(ctx context.Context, env *Env) error {
 	minSize := gzipTarSize.pick(env.Size) * oneMiB
 	param := fmt.Sprintf("tar of at least %d bytes", minSize)
 	if m, err := readMeta(cdir); err == nil && m.Param == param && checkMeta(cdir, m) {
-		w.meta, w.cacheDir = m, cdir
+		w.inputs.meta, w.inputs.dir = m, cdir
 		return nil
 	}
 	os.Remove(filepath.Join(cdir, metaName))
@@ -67,29 +66,13 @@ func (w *Gzip) Prepare(ctx context.Context, env *Env) error {
 	if err := writeMeta(cdir, m); err != nil {
 		return err
 	}
-	w.meta, w.cacheDir = m, cdir
+	w.inputs.meta, w.inputs.dir = m, cdir
 	return nil
-}
-
-func (w *Gzip) load(env *Env) (*cacheMeta, string, error) {
-	if w.meta != nil {
-		return w.meta, w.cacheDir, nil
-	}
-	cdir, err := w.cache(env)
-	if err != nil {
-		return nil, "", err
-	}
-	m, err := readMeta(cdir)
-	if err != nil {
-		return nil, "", fmt.Errorf("inputs not prepared: %w", err)
-	}
-	w.meta, w.cacheDir = m, cdir
-	return m, cdir, nil
 }
 
 func (w *Gzip) Run(ctx context.Context, dir string, env *Env) (Result, error) {
 	defer lockThread()()
-	m, cdir, err := w.load(env)
+	m, cdir, err := w.inputs.load(env, w.cache)
 	if err != nil {
 		return Result{}, err
 	}

@@ -390,3 +390,27 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 
 // asRoot says whether this process runs as root.
 func asRoot() bool { return syscall.Geteuid() == 0 }
+
+// cachedInputs remembers where a workload's prepared inputs are.
+type cachedInputs struct {
+	meta *cacheMeta
+	dir  string
+}
+
+// load returns the cached inputs' description, from Prepare or, in a
+// process that did not prepare them, from the cache directory.
+func (c *cachedInputs) load(env *Env, cache func(*Env) (string, error)) (*cacheMeta, string, error) {
+	if c.meta != nil {
+		return c.meta, c.dir, nil
+	}
+	cdir, err := cache(env)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := readMeta(cdir)
+	if err != nil {
+		return nil, "", fmt.Errorf("inputs not prepared: %w", err)
+	}
+	c.meta, c.dir = m, cdir
+	return m, cdir, nil
+}

@@ -39,8 +39,7 @@ const (
 // WAV on the target to a file on the target, verified by inflating it.
 type Lame struct {
 	noPrograms bool // tests: use the stand-in
-	meta       *cacheMeta
-	cacheDir   string
+	inputs     cachedInputs
 }
 
 func (*Lame) Name() string { return "lame" }
@@ -87,7 +86,7 @@ func (w *Lame) Prepare(ctx context.Context, env *Env) error {
 	}
 	param := fmt.Sprintf("%d s", lameSeconds.pick(env.Size))
 	if m, err := readMeta(cdir); err == nil && m.Param == param && m.Source == version && checkMeta(cdir, m) {
-		w.meta, w.cacheDir = m, cdir
+		w.inputs.meta, w.inputs.dir = m, cdir
 		return nil
 	}
 	os.Remove(filepath.Join(cdir, metaName))
@@ -112,24 +111,8 @@ func (w *Lame) Prepare(ctx context.Context, env *Env) error {
 	if err := writeMeta(cdir, m); err != nil {
 		return err
 	}
-	w.meta, w.cacheDir = m, cdir
+	w.inputs.meta, w.inputs.dir = m, cdir
 	return nil
-}
-
-func (w *Lame) load(env *Env) (*cacheMeta, string, error) {
-	if w.meta != nil {
-		return w.meta, w.cacheDir, nil
-	}
-	cdir, err := w.cache(env)
-	if err != nil {
-		return nil, "", err
-	}
-	m, err := readMeta(cdir)
-	if err != nil {
-		return nil, "", fmt.Errorf("inputs not prepared: %w", err)
-	}
-	w.meta, w.cacheDir = m, cdir
-	return m, cdir, nil
 }
 
 // makeWAV returns a 16-bit stereo PCM WAV of the given length: two sine
@@ -167,7 +150,7 @@ func makeWAV(seconds int) []byte {
 
 func (w *Lame) Run(ctx context.Context, dir string, env *Env) (Result, error) {
 	defer lockThread()()
-	m, cdir, err := w.load(env)
+	m, cdir, err := w.inputs.load(env, w.cache)
 	if err != nil {
 		return Result{}, err
 	}

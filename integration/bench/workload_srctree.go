@@ -34,8 +34,7 @@ var srcTreeSubdirs = scale[[]string]{tiny: []string{"net"}, small: []string{"net
 // checked too: it must list every file and directory.
 type SrcTree struct {
 	noPrograms bool // tests: use the Go implementations
-	meta       *cacheMeta
-	cacheDir   string
+	inputs     cachedInputs
 }
 
 func (*SrcTree) Name() string { return "srctree" }
@@ -58,7 +57,7 @@ func (w *SrcTree) Prepare(ctx context.Context, env *Env) error {
 	subs := srcTreeSubdirs.pick(env.Size)
 	param := "src/" + strings.Join(subs, " src/")
 	if m, err := readMeta(cdir); err == nil && m.Param == param && len(m.MD5) == m.Count && checkMeta(cdir, m) {
-		w.meta, w.cacheDir = m, cdir
+		w.inputs.meta, w.inputs.dir = m, cdir
 		return nil
 	}
 	os.Remove(filepath.Join(cdir, metaName))
@@ -78,29 +77,13 @@ func (w *SrcTree) Prepare(ctx context.Context, env *Env) error {
 	if err := writeMeta(cdir, m); err != nil {
 		return err
 	}
-	w.meta, w.cacheDir = m, cdir
+	w.inputs.meta, w.inputs.dir = m, cdir
 	return nil
-}
-
-func (w *SrcTree) load(env *Env) (*cacheMeta, string, error) {
-	if w.meta != nil {
-		return w.meta, w.cacheDir, nil
-	}
-	cdir, err := w.cache(env)
-	if err != nil {
-		return nil, "", err
-	}
-	m, err := readMeta(cdir)
-	if err != nil {
-		return nil, "", fmt.Errorf("inputs not prepared: %w", err)
-	}
-	w.meta, w.cacheDir = m, cdir
-	return m, cdir, nil
 }
 
 func (w *SrcTree) Run(ctx context.Context, dir string, env *Env) (Result, error) {
 	defer lockThread()()
-	m, cdir, err := w.load(env)
+	m, cdir, err := w.inputs.load(env, w.cache)
 	if err != nil {
 		return Result{}, err
 	}
