@@ -319,7 +319,9 @@ func soakWatchdog(t *testing.T, env *diffEnv, w *soakWorker, idle time.Duration)
 	for _, m := range env.mounts {
 		if m.srv != nil && !m.unmounted {
 			if err := unix.Unmount(m.mnt, unix.MNT_FORCE); err != nil {
-				t.Logf("abort %s: %v", m.mnt, err)
+				t.Logf("abort %s: %v", m.mnt, err) // aborted but busy: cleanup retries
+			} else {
+				m.unmounted = true
 			}
 		}
 	}
