@@ -18,7 +18,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -314,24 +313,7 @@ func serveBlockdev(plan *blockdevPlan, vol *luks.Volume, log zerolog.Logger, sum
 		}
 		return mountFailedErrorf("serve %s at %s: %w", plan.image, plan.mnt, err)
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case <-sigs:
-				unmountServer(srv, plan.mnt, log)
-			case <-done:
-				return
-			}
-		}
-	}()
-	in.listen(plan.mnt)
-	ready()
-	srv.Wait()
+	serveUntilUnmounted(srv, plan.mnt, in, log, ready)
 	return in.stop(summary, plan.f.quiet)
 }
 

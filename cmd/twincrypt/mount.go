@@ -247,6 +247,15 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
 	}
+	serveUntilUnmounted(srv, plan.mnt, in, log, ready)
+	// The summary goes where the log goes: stderr in the foreground, the
+	// --log file (or nowhere) in the background.
+	return in.stop(logOut, f.quiet)
+}
+
+// serveUntilUnmounted opens the stats socket, reports ready and blocks
+// until the filesystem is unmounted, by SIGINT/SIGTERM or from outside.
+func serveUntilUnmounted(srv *fuse.Server, mnt string, in *instrument, log zerolog.Logger, ready func()) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -256,18 +265,15 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 		for {
 			select {
 			case <-sigs:
-				unmountServer(srv, plan.mnt, log)
+				unmountServer(srv, mnt, log)
 			case <-done:
 				return
 			}
 		}
 	}()
-	in.listen(plan.mnt)
+	in.listen(mnt)
 	ready()
 	srv.Wait()
-	// The summary goes where the log goes: stderr in the foreground, the
-	// --log file (or nowhere) in the background.
-	return in.stop(logOut, f.quiet)
 }
 
 // unmountServer unmounts after a signal. The kernel refuses while files on
