@@ -17,11 +17,13 @@ package fs
 // mounts, bounded by -difftest.shrink) and printed again as Go-like steps.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -42,7 +44,7 @@ import (
 // The flags of the differential and soak tests (go test ./fs -args -seed=1).
 var (
 	flagSeed       = flag.Int64("seed", 0, "seed of the differential op sequences (0: from the clock)")
-	flagDiffSteps  = flag.Int("difftest.steps", 400, "ops per TestDifferential sequence")
+	flagDiffSteps  = flag.Int("difftest.steps", 600, "ops per TestDifferential sequence")
 	flagDiffEvery  = flag.Int("difftest.every", 25, "compare every file's full content every this many steps")
 	flagDiffShrink = flag.Duration("difftest.shrink", 90*time.Second, "time bound for shrinking a failing sequence (0: no shrinking)")
 	flagSoak       = flag.Duration("soak", 0, "run TestSoak for this long (0: skip it)")
@@ -207,7 +209,7 @@ func (o diffOp) String() string {
 	case dReaddir:
 		return fmt.Sprintf("readdir(%s)", p)
 	case dMmap:
-		return fmt.Sprintf("mmapWrite(%s, %d %% size, data(%d, %d)) // open O_RDWR, mmap MAP_SHARED, copy, msync(MS_SYNC), in a child process", p, o.off, o.seed, o.n)
+		return fmt.Sprintf("mmapWrite(%s, %d %% size, data(%d, %d)) // open O_RDWR, mmap MAP_SHARED, copy, msync(MS_SYNC), in another process", p, o.off, o.seed, o.n)
 	case dCheck:
 		return "compareAll() // listings, stat, links, xattrs and full content of every file and open descriptor"
 	}
@@ -319,6 +321,7 @@ type diffEnv struct {
 	t        testing.TB
 	names    []string
 	mounts   []*testMount
+	mmap     *mmapHelper
 	compared atomic.Int64 // plaintext bytes compared against the twin
 }
 
@@ -334,12 +337,14 @@ func newDiffEnv(t testing.TB, native bool, vs ...variant) *diffEnv {
 		e.names = append(e.names, "native")
 		e.mounts = append(e.mounts, &testMount{lower: dir, mnt: dir, unmounted: true})
 	}
+	e.mmap = startMmapHelper(t)
 	return e
 }
 
 // close unmounts now and frees the lower directories (a shrink makes many
 // environments). The clients must have closed their descriptors.
 func (e *diffEnv) close() {
+	e.mmap.close()
 	for _, m := range e.mounts {
 		if !m.unmounted {
 			var err error
@@ -844,7 +849,11 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 			o.path = c.anyEntry(ch)
 		}
 	case dMmap:
-		o.path = c.fileOrNew(ch)
+		if p, ok := pickFrom(ch, c.model.files); ok && ch.Intn(10) > 0 {
+			o.path = p
+		} else {
+			o.path = c.fileOrNew(ch)
+		}
 		o.off = int64(ch.Intn(1 << 30))
 		o.n = pickLen(ch, 64<<10)
 	}
@@ -1046,7 +1055,7 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 		r.data, r.errno = listing(p)
 		return r
 	case dMmap:
-		r.info = mmapInChild(p, o.off, o.n, o.seed)
+		r.info = c.e.mmap.write(p, o.off, o.n, o.seed)
 	}
 	r.errno = errnoOf(err)
 	return r
@@ -1344,36 +1353,89 @@ func (e *diffEnv) compareContent(what string, fds []int) *diffFailure {
 	return nil
 }
 
-// mmapInChild runs the MAP_SHARED write in a child process (the test
-// binary again): in-process, the page faults would be served by this very
-// process, and Go's runtime could deadlock against its own FUSE server.
-func mmapInChild(p string, off, n, seed int64) string {
+// mmapHelper is a child process (the test binary again, see
+// TestDiffMmapHelper) that makes the MAP_SHARED writes: in this process
+// the page faults would be served by this very process's FUSE server.
+// It is started once per environment, right after mounting, and serves
+// requests over a pipe. Starting a process later could deadlock: Go's
+// vfork child closes the descriptors it inherits, and closing one on a
+// FUSE mount sends FLUSH to this process, which may at that moment be
+// stopping the world for the GC and wait for the forking thread forever
+// (seen: seed 106, child in fuse_flush from dup3, parent in gcStart).
+type mmapHelper struct {
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+	err error
+}
+
+// startMmapHelper must run while this process has no descriptor open on
+// a FUSE mount.
+func startMmapHelper(t testing.TB) *mmapHelper {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDiffMmapHelper$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s\n%d\n%d\n%d", diffMmapEnv, p, off, n, seed))
-	out, err := cmd.Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		if s, ok := strings.CutPrefix(line, "MMAP "); ok {
-			return s
+	cmd.Env = append(os.Environ(), diffMmapEnv+"=serve")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	must(t, err)
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the mmap helper: %v", err)
+	}
+	h := &mmapHelper{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	t.Cleanup(h.close)
+	return h
+}
+
+// write asks the helper to write data(seed, n) at off % size of p.
+func (h *mmapHelper) write(p string, off, n, seed int64) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		_, h.err = fmt.Fprintf(h.in, "%s\t%d\t%d\t%d\n", p, off, n, seed)
+	}
+	for h.err == nil {
+		var line string
+		if line, h.err = h.out.ReadString('\n'); h.err == nil {
+			if res, ok := strings.CutPrefix(line, "MMAP "); ok {
+				return strings.TrimSpace(res)
+			}
 		}
 	}
-	return fmt.Sprintf("child failed: %v", err)
+	return "mmap helper: " + h.err.Error()
+}
+
+func (h *mmapHelper) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.in != nil {
+		h.in.Close()
+		h.cmd.Wait()
+		h.in = nil
+		h.err = errors.New("closed")
+	}
 }
 
 const diffMmapEnv = "TWINCRYPT_DIFF_MMAP"
 
-// TestDiffMmapHelper is not a test: TestDifferential runs the test binary
-// as a child with TWINCRYPT_DIFF_MMAP set to write a file through mmap.
+// TestDiffMmapHelper is not a test: the differential tests run the test
+// binary as a child with TWINCRYPT_DIFF_MMAP=serve, and it makes mmap
+// writes for them, one per line of its input (path, offset, length, seed).
 func TestDiffMmapHelper(t *testing.T) {
-	spec := os.Getenv(diffMmapEnv)
-	if spec == "" {
-		t.Skip("helper process for TestDifferential's mmap writes")
+	if os.Getenv(diffMmapEnv) != "serve" {
+		t.Skip("helper process for the differential tests' mmap writes")
 	}
-	fmt.Println("MMAP", mmapWrite(spec))
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		fmt.Println("MMAP", mmapWrite(sc.Text()))
+	}
 	os.Exit(0)
 }
 
 func mmapWrite(spec string) string {
-	f := strings.Split(spec, "\n")
+	f := strings.Split(spec, "\t")
 	if len(f) != 4 {
 		return "bad spec"
 	}
