@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/cipher/luks"
 	"github.com/twincrypt/twincrypt/cipher/sector"
 	"github.com/twincrypt/twincrypt/fs/blockdev"
@@ -206,7 +207,7 @@ func (p *blockdevPlan) unlock(pass []byte) (*luks.Volume, error) {
 			}
 			return nil, fmt.Errorf("plain mode: %w", err)
 		}
-		return v, nil
+		return lockVolumeKey(v), nil
 	}
 	img, err := os.Open(p.image)
 	if err != nil {
@@ -220,7 +221,15 @@ func (p *blockdevPlan) unlock(pass []byte) (*luks.Volume, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unlock %s: %w", p.image, err)
 	}
-	return v, nil
+	return lockVolumeKey(v), nil
+}
+
+// lockVolumeKey moves the volume key into locked memory (see
+// mountPlan.unlock); the callers' wipe(vol.Key) wipes it there, and the
+// pages go with the process.
+func lockVolumeKey(v *luks.Volume) *luks.Volume {
+	v.Key = keys.LockedCopy(v.Key).Bytes()
+	return v
 }
 
 func runBlockdevOpen(cmd *cobra.Command, f blockdevOpenFlags, imageArg, mntArg string) error {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/fs"
 )
 
@@ -158,12 +159,16 @@ func planMount(f mountFlags, lowerArg, mntArg string) (*mountPlan, error) {
 	return p, nil
 }
 
-func (p *mountPlan) unlock(pass []byte) ([]byte, error) {
+// unlock unwraps the volume's master key with pass. The key comes back in
+// locked memory (keys.Locked: not swapped, not in core dumps, outside the
+// Go heap so that the wipe reaches the only copy); the caller destroys it
+// when the filesystem is unmounted.
+func (p *mountPlan) unlock(pass []byte) (*keys.Locked, error) {
 	key, err := p.cfg.Unlock(pass)
 	if err != nil {
 		return nil, fmt.Errorf("unlock %s: %w", p.lower, err)
 	}
-	return key, nil
+	return keys.LockedCopy(key), nil
 }
 
 func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
@@ -187,21 +192,22 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 			return err
 		}
 		defer wipe(pass)
-		masterKey, err = plan.unlock(pass)
+		lk, err := plan.unlock(pass)
 		if err != nil {
 			return err
 		}
 		if f.background {
 			// The child unlocks again with the passphrase it gets over the
 			// pipe; the parent's copy of the key is of no further use.
-			wipe(masterKey)
+			lk.Destroy()
 			return startBackground(cmd, f, plan, pass)
 		}
 		wipe(pass)
+		defer lk.Destroy()
+		masterKey = lk.Bytes()
 	} else if f.background {
 		return startBackground(cmd, f, plan, nil)
 	}
-	defer wipe(masterKey)
 
 	logOut, closeLog, err := openLog(f.logFile, os.Stderr)
 	if err != nil {

@@ -164,12 +164,13 @@ func mountChild(f mountFlags, lowerArg, mntArg string, ready func()) error {
 		if err != nil {
 			return fmt.Errorf("background: read passphrase from parent: %w", err)
 		}
-		masterKey, err = plan.unlock(pass)
+		lk, err := plan.unlock(pass)
 		wipe(pass)
 		if err != nil {
 			return err
 		}
-		defer wipe(masterKey)
+		defer lk.Destroy()
+		masterKey = lk.Bytes()
 	}
 	if devNull, err := os.Open(os.DevNull); err == nil {
 		// Release the pipe; nothing else is read from stdin.
