@@ -264,6 +264,33 @@ func IsLong(lower string) bool {
 	return err == nil
 }
 
+// MaxSidecarSize bounds what a reader of a long-name sidecar needs to read:
+// the longest encrypted name, plus room to notice a longer file.
+var MaxSidecarSize = MaxEncryptedName + 1
+
+// ErrBadSidecar is returned by LongName for a sidecar that does not belong
+// to its entry.
+var ErrBadSidecar = errors.New("names: long-name sidecar does not match its entry")
+
+// LongName returns the full encrypted name of the long-name entry lower
+// from the content of its sidecar. It accepts the sidecar only if it is
+// exactly what Lower hashed into lower: a swapped, edited or truncated
+// sidecar cannot give an entry another name. The result still has to go
+// through Decrypt.
+func LongName(lower string, sidecar []byte) (string, error) {
+	if !IsLong(lower) {
+		return "", fmt.Errorf("%w: %q is not a long-name entry", ErrBadSidecar, truncate(lower))
+	}
+	if len(sidecar) <= MaxLowerName || len(sidecar) > MaxEncryptedName {
+		return "", fmt.Errorf("%w: %d bytes", ErrBadSidecar, len(sidecar))
+	}
+	cName := string(sidecar)
+	if l, long := Lower(cName); !long || l != lower {
+		return "", ErrBadSidecar
+	}
+	return cName, nil
+}
+
 // IsSidecar reports whether a lower name is a long-name sidecar file.
 func IsSidecar(lower string) bool {
 	entry, ok := strings.CutSuffix(lower, LongSuffix)

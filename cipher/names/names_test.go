@@ -510,3 +510,77 @@ func FuzzDecrypt(f *testing.F) {
 		}
 	})
 }
+
+func TestLongName(t *testing.T) {
+	c, err := New(testKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv := testIV(3)
+	enc, err := c.Encrypt(strings.Repeat("l", 250), iv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lower, long := Lower(enc)
+	if !long {
+		t.Fatalf("a 250-byte name gave a short lower name %q", lower)
+	}
+	got, err := LongName(lower, []byte(enc))
+	if err != nil || got != enc {
+		t.Fatalf("LongName(own sidecar) = %q, %v", got, err)
+	}
+	other, _ := c.Encrypt(strings.Repeat("m", 250), iv)
+	otherLower, _ := Lower(other)
+	for name, tc := range map[string]struct {
+		lower   string
+		sidecar []byte
+	}{
+		"swapped sidecar":  {lower, []byte(other)},
+		"truncated":        {lower, []byte(enc[:len(enc)-1])},
+		"trailing newline": {lower, []byte(enc + "\n")},
+		"empty":            {lower, nil},
+		"short name":       {lower, []byte("abc")},
+		"huge":             {lower, bytes.Repeat([]byte("A"), 1<<20)},
+		"not a long entry": {"plain", []byte(enc)},
+		"sidecar as entry": {Sidecar(otherLower), []byte(other)},
+	} {
+		if _, err := LongName(tc.lower, tc.sidecar); !errors.Is(err, ErrBadSidecar) {
+			t.Errorf("%s: err = %v, want ErrBadSidecar", name, err)
+		}
+	}
+}
+
+// FuzzLongName: whatever an attacker puts in a long-name entry's name and
+// its sidecar, LongName does not panic, accepts only a sidecar that hashes
+// to the entry, and the result decrypts (if at all) to a valid name.
+func FuzzLongName(f *testing.F) {
+	c, err := New(testKey())
+	if err != nil {
+		f.Fatal(err)
+	}
+	iv := testIV(5)
+	for _, n := range []int{190, 200, 255} {
+		enc, _ := c.Encrypt(strings.Repeat("z", n), iv)
+		lower, _ := Lower(enc)
+		f.Add(lower, []byte(enc))
+		f.Add(lower, []byte(enc[1:]))
+		f.Add(lower+LongSuffix, []byte(enc))
+	}
+	f.Add(LongPrefix, []byte{})
+	f.Add("x", []byte("/\x00"))
+	f.Fuzz(func(t *testing.T, lower string, sidecar []byte) {
+		cName, err := LongName(lower, sidecar)
+		if err != nil {
+			if !errors.Is(err, ErrBadSidecar) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if l, long := Lower(cName); !long || l != lower {
+			t.Fatalf("accepted sidecar %q for %q, which hashes to %q", cName, lower, l)
+		}
+		if plain, err := c.Decrypt(cName, iv); err == nil && CheckPlain(plain) != nil {
+			t.Fatalf("long name decrypts to invalid %q", plain)
+		}
+	})
+}
