@@ -17,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/names"
@@ -97,9 +98,37 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 	}
 	srv, err := fs.Mount(mnt, r.rootNode, opts)
 	if err != nil {
+		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
+	go func() {
+		// Once the last request is served, the root descriptors go.
+		srv.Wait()
+		r.close()
+	}()
 	return srv, nil
+}
+
+// close releases the lower root descriptors of the sides.
+func (r *root) close() {
+	r.closeOnce.Do(func() {
+		for _, s := range []*side{r.main, r.twin} {
+			if s != nil && s.rootFd >= 0 {
+				syscall.Close(s.rootFd)
+			}
+		}
+	})
+}
+
+// openRoot opens the lower directory of a side: the one descriptor from
+// which every lower object of the mount is reached (see openBeneath). The
+// path given by the user is followed, symlinks and all, once, here.
+func openRoot(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("lower directory %s: %w", dir, err)
+	}
+	return fd, nil
 }
 
 // newRoot checks the lower directory and builds the transform.
@@ -116,42 +145,61 @@ func newRoot(o Options) (*root, error) {
 		return nil, fmt.Errorf("lower directory %s: not a directory", lower)
 	}
 	r := &root{dev: uint64(st.Dev), log: o.Log, rec: o.Recorder}
+	if err := r.build(o, lower); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.rootNode = r.newNode()
+	return r, nil
+}
+
+func (r *root) build(o Options, lower string) error {
+	rootFd, err := openRoot(lower)
+	if err != nil {
+		return err
+	}
+	probeOpenat2(rootFd, o.Log)
 	if o.Config == nil {
-		r.main = &side{lower: lower, t: nullTransform{}}
+		r.main = &side{lower: lower, rootFd: rootFd, t: nullTransform{}}
 		r.kernelPassthrough = o.KernelPassthrough
 	} else {
 		if o.KernelPassthrough {
-			return nil, errors.New("kernel passthrough would bypass encryption: only the twin may use it")
+			syscall.Close(rootFd)
+			return errors.New("kernel passthrough would bypass encryption: only the twin may use it")
 		}
 		t, err := newCryptTransform(o.Config, o.MasterKey, o.Log)
 		if err != nil {
-			return nil, err
+			syscall.Close(rootFd)
+			return err
 		}
-		r.main = &side{lower: lower, t: t}
-		if err := ensureRootDirIV(lower, t, o.ReadOnly); err != nil {
-			return nil, err
+		r.main = &side{lower: lower, rootFd: rootFd, t: t}
+		if err := ensureRootDirIV(r.main, t, o.ReadOnly); err != nil {
+			return err
 		}
 	}
 	r.main.io = r.main.t.content()
 	if o.Mirror != "" {
 		if o.KernelPassthrough {
-			return nil, errors.New("mirror mode needs every READ and WRITE in the daemon: no kernel passthrough")
+			return errors.New("mirror mode needs every READ and WRITE in the daemon: no kernel passthrough")
 		}
 		mirror, err := filepath.Abs(o.Mirror)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if fi, err := os.Stat(mirror); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("mirror directory %s: not a directory (%v)", mirror, err)
+			return fmt.Errorf("mirror directory %s: not a directory (%v)", mirror, err)
 		}
 		if mirror == lower {
-			return nil, errors.New("the mirror directory cannot be LOWER itself")
+			return errors.New("the mirror directory cannot be LOWER itself")
+		}
+		fd, err := openRoot(mirror)
+		if err != nil {
+			return err
 		}
 		t := nullTransform{}
-		r.twin = &side{lower: mirror, t: t, io: t.content()}
+		r.twin = &side{lower: mirror, rootFd: fd, t: t, io: t.content()}
 	}
-	r.rootNode = r.newNode()
-	return r, nil
+	return nil
 }
 
 // InitLower finishes a volume that config.Create has just written: with
@@ -165,7 +213,12 @@ func InitLower(lower string, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if errno := writeSmallFile(filepath.Join(lower, names.DirIVFile), iv, 0400); errno != 0 {
+	fd, err := openRoot(lower)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	if errno := writeSmallFile(fd, names.DirIVFile, iv, 0400); errno != 0 {
 		return fmt.Errorf("write root directory IV: %w", errno)
 	}
 	return nil
@@ -174,11 +227,13 @@ func InitLower(lower string, cfg *config.Config) error {
 // ensureRootDirIV gives a freshly initialised volume its root directory
 // IV. A root that already holds files but no IV is damaged: refuse it
 // rather than make its names undecryptable.
-func ensureRootDirIV(lower string, t *cryptTransform, readOnly bool) error {
+func ensureRootDirIV(s *side, t *cryptTransform, readOnly bool) error {
 	if t.names == nil {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(lower, names.DirIVFile)); err == nil {
+	lower := s.lower
+	var st syscall.Stat_t
+	if fstatat(s.rootFd, names.DirIVFile, &st) == nil {
 		return nil
 	}
 	entries, err := os.ReadDir(lower)
@@ -193,7 +248,7 @@ func ensureRootDirIV(lower string, t *cryptTransform, readOnly bool) error {
 	if readOnly {
 		return fmt.Errorf("%s: volume has no root directory IV yet; mount it read-write once", lower)
 	}
-	if errno := t.newDir(&acct{}, lower); errno != 0 {
+	if errno := t.newDir(&acct{}, s.loc(s.rootFd, "", "")); errno != 0 {
 		return fmt.Errorf("write root directory IV: %w", errno)
 	}
 	return nil

@@ -72,13 +72,9 @@ func (c *cryptIO) fail(h *ioState, err error) syscall.Errno {
 	return syscall.EIO
 }
 
-func (c *cryptIO) open(a *acct, h *ioState, fd int) syscall.Errno {
+func (c *cryptIO) open(a *acct, h *ioState, fd int, st *syscall.Stat_t) syscall.Errno {
 	h.fc, h.bad, h.size = nil, nil, 0
 	h.hdrLoaded.Store(true)
-	var st syscall.Stat_t
-	if err := a.fstat(fd, &st); err != nil {
-		return toErrno(err)
-	}
 	size, err := content.PlainSize(st.Size)
 	if err != nil {
 		h.bad = fmt.Errorf("lower size %d: %w", st.Size, err)

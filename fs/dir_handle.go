@@ -30,13 +30,9 @@ var (
 )
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	p, errno := n.r.main.path(untimed, n)
+	fd, _, errno := n.r.main.openNode(untimed, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
 	if errno != 0 {
 		return nil, 0, errno
-	}
-	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, 0, toErrno(err)
 	}
 	return &dirHandle{n: n, fd: fd}, 0, 0
 }

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"strconv"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -23,31 +22,32 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 	o := n.r.beginNamed(measure.OpLookup, n, name)
 	defer func() { o.end(errno) }()
 	m := n.r.main
-	dirPath, lower, _, errno := m.child(&o.a, n, name)
+	e, errno := m.childAt(&o.a, n, name)
 	if errno != 0 {
 		if errno == syscall.EPERM || errno == syscall.ENAMETOOLONG {
 			errno = syscall.ENOENT
 		}
 		return nil, errno
 	}
-	if m.t.hidden(n.isRoot(), lower) {
+	defer m.done(e)
+	if m.t.hidden(n.isRoot(), e.name) {
 		return nil, syscall.ENOENT
 	}
-	p := dirPath + "/" + lower
 	var st syscall.Stat_t
-	gen, err := o.a.lstatGen(p, &st)
+	gen, err := o.a.lstatGen(e, &st)
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
-		dp, l, _, errno := s.child(a, n, name)
+		e, errno := s.childAt(a, n, name)
 		if errno != 0 {
 			return errno
 		}
+		defer s.done(e)
 		var st syscall.Stat_t
-		return toErrno(a.lstat(dp+"/"+l, &st))
+		return toErrno(a.lstat(e, &st))
 	})
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	m.fillAttr(&o.a, p, &st, &out.Attr)
+	m.fillAttr(&st, &out.Attr)
 	return n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(&st, gen)), 0
 }
 
@@ -55,15 +55,16 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	o := n.r.begin(measure.OpGetattr, n)
 	defer func() { o.end(errno) }()
 	fh := asFile(f)
-	get := func(s *side, a *acct, fd int, st *syscall.Stat_t) (string, syscall.Errno) {
+	get := func(s *side, a *acct, fd int, st *syscall.Stat_t) syscall.Errno {
 		if fd >= 0 {
-			return "", toErrno(a.fstat(fd, st))
+			return toErrno(a.fstat(fd, st))
 		}
-		p, errno := s.path(a, n)
+		e, errno := s.entryOf(a, n)
 		if errno != 0 {
-			return "", errno
+			return errno
 		}
-		return p, toErrno(a.lstat(p, st))
+		defer s.done(e)
+		return toErrno(a.lstat(e, st))
 	}
 	var st syscall.Stat_t
 	fd := -1
@@ -72,20 +73,19 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	} else if dh, ok := f.(*dirHandle); ok {
 		fd = dh.fd
 	}
-	p, errno := get(n.r.main, &o.a, fd, &st)
+	errno = get(n.r.main, &o.a, fd, &st)
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
 		var st syscall.Stat_t
 		mfd := -1
 		if fh != nil {
 			mfd = fh.twinFd
 		}
-		_, errno := get(s, a, mfd, &st)
-		return errno
+		return get(s, a, mfd, &st)
 	})
 	if errno != 0 {
 		return errno
 	}
-	n.r.main.fillAttr(&o.a, p, &st, &out.Attr)
+	n.r.main.fillAttr(&st, &out.Attr)
 	return 0
 }
 
@@ -111,22 +111,18 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err := o.a.fstat(fh.fd, &st); err != nil {
 			return toErrno(err)
 		}
-		n.r.main.fillAttr(&o.a, "", &st, &out.Attr)
+		n.r.main.fillAttr(&st, &out.Attr)
 		return 0
 	}
-	p, errno := n.setattrPath(&o.a, n.r.main, in)
+	var st syscall.Stat_t
+	errno = n.setattrPath(&o.a, n.r.main, in, &st)
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
-		_, errno := n.setattrPath(a, s, in)
-		return errno
+		return n.setattrPath(a, s, in, nil)
 	})
 	if errno != 0 {
 		return errno
 	}
-	var st syscall.Stat_t
-	if err := o.a.lstat(p, &st); err != nil {
-		return toErrno(err)
-	}
-	n.r.main.fillAttr(&o.a, p, &st, &out.Attr)
+	n.r.main.fillAttr(&st, &out.Attr)
 	return 0
 }
 
@@ -141,52 +137,76 @@ func asFile(f fs.FileHandle) *file {
 	return nil
 }
 
-// setattrPath applies in to n on side s by path (no open file).
-func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn) (string, syscall.Errno) {
-	p, errno := s.path(a, n)
+// setattrPath applies in to n on side s without an open file: the *at
+// calls on n's entry, none of which follows a symlink. The attributes
+// afterwards go to st, if not nil.
+func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn, st *syscall.Stat_t) syscall.Errno {
+	e, errno := s.entryOf(a, n)
 	if errno != 0 {
-		return "", errno
+		return errno
 	}
+	defer s.done(e)
 	t0 := a.now()
 	if m, ok := in.GetMode(); ok {
-		if err := syscall.Chmod(p, m); err != nil {
+		if err := chmodAt(e.dir, e.name, m); err != nil {
 			a.lowerSince(t0)
-			return p, toErrno(err)
+			return toErrno(err)
 		}
 	}
 	uid, gid, chown := setattrOwner(in)
 	if chown {
-		if err := unix.Fchownat(unix.AT_FDCWD, p, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(e.dir, e.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			a.lowerSince(t0)
-			return p, toErrno(err)
+			return toErrno(err)
 		}
 	}
 	a.lowerSince(t0)
 	if sz, ok := in.GetSize(); ok {
 		// truncate(2) by path: open the lower file for the duration.
 		t0 := a.now()
-		fd, err := syscall.Open(p, syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+		fd, err := openBeneath(e.dir, e.name, syscall.O_RDWR|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			err = checkRegular(fd)
+		}
 		a.lowerSince(t0)
 		if err != nil {
-			return p, toErrno(err)
+			return toErrno(err)
 		}
 		errno := n.truncate(a, s, fd, int64(sz), true)
 		t0 = a.now()
 		syscall.Close(fd)
 		a.lowerSince(t0)
 		if errno != 0 {
-			return p, errno
+			return errno
 		}
 	}
 	if ts, ok := setattrTimes(in); ok {
 		t0 := a.now()
-		err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+		err := unix.UtimesNanoAt(e.dir, e.name, ts, unix.AT_SYMLINK_NOFOLLOW)
 		a.lowerSince(t0)
 		if err != nil {
-			return p, toErrno(err)
+			return toErrno(err)
 		}
 	}
-	return p, 0
+	if st != nil {
+		return toErrno(a.lstat(e, st))
+	}
+	return 0
+}
+
+// checkRegular closes fd and fails unless it is a regular file: the kernel
+// opens and truncates regular files only, so anything else is a lower
+// object swapped behind its back (a device node, a FIFO).
+func checkRegular(fd int) error {
+	var st syscall.Stat_t
+	err := syscall.Fstat(fd, &st)
+	if err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		err = syscall.EIO
+	}
+	if err != nil {
+		syscall.Close(fd)
+	}
+	return err
 }
 
 // setattrFd applies in through an open descriptor of n on side s.
@@ -214,7 +234,7 @@ func (n *node) setattrFd(a *acct, s *side, fd int, in *fuse.SetAttrIn) syscall.E
 		// futimens(2): utimensat on the descriptor's /proc entry keeps
 		// nanoseconds and UTIME_OMIT.
 		t0 := a.now()
-		err := unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), ts, 0)
+		err := unix.UtimesNanoAt(unix.AT_FDCWD, procFd(fd), ts, 0)
 		a.lowerSince(t0)
 		if err != nil {
 			return toErrno(err)
@@ -232,8 +252,12 @@ func (n *node) truncate(a *acct, s *side, fd int, size int64, fresh bool) syscal
 	}
 	n.io.mu.Lock()
 	defer n.io.mu.Unlock()
-	if fresh {
-		if errno := s.io.open(a, st, fd); errno != 0 {
+	if fresh && st != nil {
+		var lst syscall.Stat_t
+		if err := a.fstat(fd, &lst); err != nil {
+			return toErrno(err)
+		}
+		if errno := s.io.open(a, st, fd, &lst); errno != 0 {
 			return errno
 		}
 	}
@@ -274,7 +298,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.E
 	defer func() { o.end(errno) }()
 	statfs := func(s *side, a *acct, sf *syscall.Statfs_t) syscall.Errno {
 		t0 := a.now()
-		err := syscall.Statfs(s.lower, sf)
+		err := syscall.Fstatfs(s.rootFd, sf)
 		a.lowerSince(t0)
 		return toErrno(err)
 	}
@@ -303,17 +327,13 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 	o := n.r.begin(measure.OpFsync, n)
 	defer func() { o.end(errno) }()
 	fsyncDir := func(s *side, a *acct) syscall.Errno {
-		p, errno := s.path(a, n)
+		fd, _, errno := s.openNode(a, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
 		if errno != 0 {
 			return errno
 		}
+		defer syscall.Close(fd)
 		t0 := a.now()
 		defer a.lowerSince(t0)
-		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return toErrno(err)
-		}
-		defer syscall.Close(fd)
 		return toErrno(syscall.Fsync(fd))
 	}
 	if dh, ok := f.(*dirHandle); ok {

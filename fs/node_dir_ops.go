@@ -25,7 +25,7 @@ var (
 
 // preserveOwner gives a new lower entry the caller's uid and gid when the
 // daemon runs as root (as go-fuse's loopback does).
-func preserveOwner(ctx context.Context, a *acct, path string) {
+func preserveOwner(ctx context.Context, a *acct, e entry) {
 	if syscall.Geteuid() != 0 {
 		return
 	}
@@ -33,63 +33,70 @@ func preserveOwner(ctx context.Context, a *acct, path string) {
 		t0 := a.now()
 		defer a.lowerSince(t0)
 		var st syscall.Stat_t
-		if syscall.Lstat(path, &st) != nil || st.Uid == caller.Uid && st.Gid == caller.Gid {
+		if fstatat(e.dir, e.name, &st) != nil || st.Uid == caller.Uid && st.Gid == caller.Gid {
 			return
 		}
 		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Nlink > 1 {
 			// A new hard link: the inode is someone else's file.
 			return
 		}
-		unix.Lchown(path, int(caller.Uid), int(caller.Gid))
+		unix.Fchownat(e.dir, e.name, int(caller.Uid), int(caller.Gid), unix.AT_SYMLINK_NOFOLLOW)
 		// chown(2) clears the set-user-ID and set-group-ID bits of a
 		// file: give back the mode it was created with.
 		if st.Mode&syscall.S_IFMT != syscall.S_IFLNK && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
-			syscall.Chmod(path, st.Mode&07777)
+			chmodAt(e.dir, e.name, st.Mode&07777)
 		}
 	}
 }
 
 // mkEntry runs mk to make the entry name of directory n on side s, with a
-// long-name sidecar written first and removed again if mk fails.
-func (s *side) mkEntry(ctx context.Context, a *acct, n *node, name string, mk func(path string) error) (string, syscall.Errno) {
-	dirPath, lower, long, errno := s.child(a, n, name)
+// long-name sidecar written first and removed again if mk fails. On
+// success the caller releases the entry (s.done).
+func (s *side) mkEntry(ctx context.Context, a *acct, n *node, name string, mk func(e entry) error) (entry, syscall.Errno) {
+	e, long, errno := s.childLong(a, n, name)
 	if errno != 0 {
-		return "", errno
+		return e, errno
 	}
-	if errno := s.t.writeLong(a, dirPath, lower, long); errno != 0 {
-		return "", errno
+	if errno := s.t.writeLong(a, s.parentLoc(e), e.name, long); errno != 0 {
+		s.done(e)
+		return entry{dir: -1}, errno
 	}
-	p := dirPath + "/" + lower
 	// mk times its own system calls (it may also do crypto).
-	err := mk(p)
+	err := mk(e)
 	if err != nil {
 		if long != "" && err != syscall.EEXIST {
-			s.t.dropLong(a, dirPath, lower)
+			s.t.dropLong(a, s.parentLoc(e), e.name)
 		}
-		return "", toErrno(err)
+		s.done(e)
+		return entry{dir: -1}, toErrno(err)
 	}
-	preserveOwner(ctx, a, p)
-	return p, 0
+	preserveOwner(ctx, a, e)
+	return e, 0
 }
 
 // create makes the entry on the mount's side and, in mirror mode, on the
-// twin, and registers the new inode.
-func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.EntryOut, mk func(s *side, a *acct, path string) error) (*fs.Inode, string, syscall.Errno) {
+// twin, and registers the new inode. It returns the new entry's path
+// below the mount's lower root.
+func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.EntryOut, mk func(s *side, a *acct, e entry) error) (*fs.Inode, string, syscall.Errno) {
 	m := n.r.main
-	p, errno := m.mkEntry(ctx, &o.a, n, name, func(p string) error { return mk(m, &o.a, p) })
+	e, errno := m.mkEntry(ctx, &o.a, n, name, func(e entry) error { return mk(m, &o.a, e) })
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
-		_, errno := s.mkEntry(ctx, a, n, name, func(p string) error { return mk(s, a, p) })
+		e, errno := s.mkEntry(ctx, a, n, name, func(e entry) error { return mk(s, a, e) })
+		if errno == 0 {
+			s.done(e)
+		}
 		return errno
 	})
 	if errno != 0 {
 		return nil, "", errno
 	}
+	defer m.done(e)
 	var st syscall.Stat_t
-	gen, err := o.a.lstatGen(p, &st)
+	gen, err := o.a.lstatGen(e, &st)
 	if err != nil {
 		return nil, "", toErrno(err)
 	}
-	m.fillAttr(&o.a, p, &st, &out.Attr)
+	m.fillAttr(&st, &out.Attr)
 	ch := n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(&st, gen))
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A new directory has a new IV, even should its inode number and
@@ -99,23 +106,23 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 		cn.dirIVCache = nil
 		cn.dirIVMu.Unlock()
 	}
-	return ch, p, 0
+	return ch, e.rel(), 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpMkdir, n, name)
 	defer func() { o.end(errno) }()
-	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		// Made private first, so that the directory IV can be written
 		// even when mode has no write bit, then given its real mode.
-		if err := a.lowerErr(func() error { return syscall.Mkdir(p, 0700) }); err != nil {
+		if err := a.lowerErr(func() error { return unix.Mkdirat(e.dir, e.name, 0700) }); err != nil {
 			return err
 		}
-		if errno := s.t.newDir(a, p); errno != 0 {
-			syscall.Rmdir(p)
+		if errno := s.t.newDir(a, s.loc(e.dir, e.dirRel, e.name)); errno != 0 {
+			unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR)
 			return errno
 		}
-		return a.lowerErr(func() error { return syscall.Chmod(p, mode&07777) })
+		return a.lowerErr(func() error { return chmodAt(e.dir, e.name, mode&07777) })
 	})
 	return ch, errno
 }
@@ -123,8 +130,8 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpMknod, n, name)
 	defer func() { o.end(errno) }()
-	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, a *acct, p string) error {
-		return a.lowerErr(func() error { return syscall.Mknod(p, mode, int(rdev)) })
+	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, a *acct, e entry) error {
+		return a.lowerErr(func() error { return unix.Mknodat(e.dir, e.name, mode, int(rdev)) })
 	})
 	return ch, errno
 }
@@ -132,12 +139,12 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpSymlink, n, name)
 	defer func() { o.end(errno) }()
-	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		cTarget, errno := s.t.encodeLink(a, target)
 		if errno != 0 {
 			return errno
 		}
-		return a.lowerErr(func() error { return syscall.Symlink(cTarget, p) })
+		return a.lowerErr(func() error { return unix.Symlinkat(cTarget, e.dir, e.name) })
 	})
 	return ch, errno
 }
@@ -149,12 +156,14 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok || tn.r != n.r {
 		return nil, syscall.EXDEV
 	}
-	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
-		oldPath, errno := s.path(a, tn)
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
+		old, errno := s.entryOf(a, tn)
 		if errno != 0 {
 			return errno
 		}
-		return a.lowerErr(func() error { return syscall.Link(oldPath, p) })
+		defer s.done(old)
+		// No AT_SYMLINK_FOLLOW: a symlink is linked, never its target.
+		return a.lowerErr(func() error { return unix.Linkat(old.dir, old.name, e.dir, e.name, 0) })
 	})
 	return ch, errno
 }
@@ -163,23 +172,23 @@ func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpRmdir, n, name)
 	defer func() { o.end(errno) }()
 	rmdir := func(s *side, a *acct) syscall.Errno {
-		dirPath, lower, _, errno := s.child(a, n, name)
+		e, errno := s.childAt(a, n, name)
 		if errno != 0 {
 			return errno
 		}
-		p := dirPath + "/" + lower
-		restore, errno := s.clearDirMeta(a, p)
+		defer s.done(e)
+		restore, errno := s.clearDirMeta(a, e)
 		if errno != 0 {
 			return errno
 		}
 		t0 := a.now()
-		err := syscall.Rmdir(p)
+		err := unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR)
 		a.lowerSince(t0)
 		if err != nil {
 			restore()
 			return toErrno(err)
 		}
-		s.t.dropLong(a, dirPath, lower)
+		s.t.dropLong(a, s.parentLoc(e), e.name)
 		return 0
 	}
 	errno = rmdir(n.r.main, &o.a)
@@ -187,42 +196,53 @@ func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	return errno
 }
 
-// clearDirMeta prepares the lower directory at path for removal (rmdir,
-// or rename over it): the lower directory holds our metadata even when the
+// clearDirMeta prepares the lower directory e for removal (rmdir, or
+// rename over it): the lower directory holds our metadata even when the
 // plaintext one is empty. It returns ENOTEMPTY unless only metadata is
 // there, removes it, and returns a function that puts it back should the
-// removal still fail.
-func (s *side) clearDirMeta(a *acct, path string) (restore func(), errno syscall.Errno) {
+// removal still fail (while e is still held).
+func (s *side) clearDirMeta(a *acct, e entry) (restore func(), errno syscall.Errno) {
 	meta := s.t.dirMeta()
 	if len(meta) == 0 {
 		return func() {}, 0
 	}
 	t0 := a.now()
 	defer a.lowerSince(t0)
-	if errno := lowerDirEmpty(path, meta); errno != 0 {
+	fd, err := openBeneath(e.dir, e.name, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	defer syscall.Close(fd)
+	if errno := dirEmpty(fd, meta); errno != 0 {
 		return nil, errno
 	}
 	saved := make(map[string][]byte, len(meta))
 	for _, m := range meta {
-		if b, err := readSmallFile(path+"/"+m, 4096); err == nil {
+		if b, err := readSmallFile(fd, m, 4096); err == nil {
 			saved[m] = b
 		}
-		syscall.Unlink(path + "/" + m)
+		unix.Unlinkat(fd, m, 0)
 	}
 	return func() {
 		for m, b := range saved {
-			writeSmallFile(path+"/"+m, b, 0400)
+			writeSmallFile(e.dir, e.name+"/"+m, b, 0400)
 		}
 	}, 0
 }
 
-// lowerDirEmpty returns ENOTEMPTY unless the directory holds only meta.
-func lowerDirEmpty(path string, meta []string) syscall.Errno {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+// lowerDirEmpty returns ENOTEMPTY unless the directory rel below dirFd
+// holds only meta.
+func lowerDirEmpty(dirFd int, rel string, meta []string) syscall.Errno {
+	fd, err := openBeneath(dirFd, rel, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return toErrno(err)
 	}
 	defer syscall.Close(fd)
+	return dirEmpty(fd, meta)
+}
+
+// dirEmpty returns ENOTEMPTY unless the open directory fd holds only meta.
+func dirEmpty(fd int, meta []string) syscall.Errno {
 	buf := make([]byte, 4096)
 	for {
 		nb, err := syscall.ReadDirent(fd, buf)
@@ -249,17 +269,18 @@ func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpUnlink, n, name)
 	defer func() { o.end(errno) }()
 	unlink := func(s *side, a *acct) syscall.Errno {
-		dirPath, lower, _, errno := s.child(a, n, name)
+		e, errno := s.childAt(a, n, name)
 		if errno != 0 {
 			return errno
 		}
+		defer s.done(e)
 		t0 := a.now()
-		err := syscall.Unlink(dirPath + "/" + lower)
+		err := unix.Unlinkat(e.dir, e.name, 0)
 		a.lowerSince(t0)
 		if err != nil {
 			return toErrno(err)
 		}
-		s.t.dropLong(a, dirPath, lower)
+		s.t.dropLong(a, s.parentLoc(e), e.name)
 		return 0
 	}
 	errno = unlink(n.r.main, &o.a)
@@ -283,51 +304,62 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 }
 
 func (s *side) rename(a *acct, n *node, name string, np *node, newName string, flags uint32) syscall.Errno {
-	dirPath, lower, long, errno := s.child(a, n, name)
+	fd, rel, errno := s.dirOf(a, n)
 	if errno != 0 {
 		return errno
 	}
-	newDirPath, newLower, newLong, errno := s.child(a, np, newName)
+	defer s.closeDir(fd)
+	newFd, newRel := fd, rel
+	if np != n {
+		if newFd, newRel, errno = s.dirOf(a, np); errno != 0 {
+			return errno
+		}
+		defer s.closeDir(newFd)
+	}
+	old, long, errno := s.childIn(a, n, fd, rel, name)
 	if errno != 0 {
 		return errno
 	}
-	if errno := s.t.writeLong(a, newDirPath, newLower, newLong); errno != 0 {
+	nw, newLong, errno := s.childIn(a, np, newFd, newRel, newName)
+	if errno != 0 {
+		return errno
+	}
+	if errno := s.t.writeLong(a, s.parentLoc(nw), nw.name, newLong); errno != 0 {
 		return errno
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		// Both names stay in use: each needs its sidecar.
-		if errno := s.t.writeLong(a, dirPath, lower, long); errno != 0 {
+		if errno := s.t.writeLong(a, s.parentLoc(old), old.name, long); errno != 0 {
 			return errno
 		}
 	}
-	oldPath, newPath := dirPath+"/"+lower, newDirPath+"/"+newLower
 	restore := func() {}
 	if flags&unix.RENAME_EXCHANGE == 0 {
 		var st, newSt syscall.Stat_t
-		if a.lstat(oldPath, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
-			a.lstat(newPath, &newSt) == nil && newSt.Mode&syscall.S_IFMT == syscall.S_IFDIR && st.Ino != newSt.Ino {
+		if a.lstat(old, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+			a.lstat(nw, &newSt) == nil && newSt.Mode&syscall.S_IFMT == syscall.S_IFDIR && st.Ino != newSt.Ino {
 			// A directory replacing an empty one.
-			if restore, errno = s.clearDirMeta(a, newPath); errno != 0 {
+			if restore, errno = s.clearDirMeta(a, nw); errno != 0 {
 				return errno
 			}
 		}
 	}
 	t0 := a.now()
-	err := unix.Renameat2(unix.AT_FDCWD, oldPath, unix.AT_FDCWD, newPath, uint(flags))
+	err := unix.Renameat2(old.dir, old.name, nw.dir, nw.name, uint(flags))
 	a.lowerSince(t0)
 	if err != nil {
 		restore()
 		if newLong != "" && flags&unix.RENAME_EXCHANGE == 0 {
 			// Only drop a sidecar nobody else uses.
 			var st syscall.Stat_t
-			if a.lstat(newPath, &st) != nil {
-				s.t.dropLong(a, newDirPath, newLower)
+			if a.lstat(nw, &st) != nil {
+				s.t.dropLong(a, s.parentLoc(nw), nw.name)
 			}
 		}
 		return toErrno(err)
 	}
-	if flags&unix.RENAME_EXCHANGE == 0 && oldPath != newPath {
-		s.t.dropLong(a, dirPath, lower)
+	if flags&unix.RENAME_EXCHANGE == 0 && (old.dirRel != nw.dirRel || old.name != nw.name) {
+		s.t.dropLong(a, s.parentLoc(old), old.name)
 	}
 	return 0
 }
@@ -336,12 +368,16 @@ func (n *node) Readlink(ctx context.Context) (target []byte, errno syscall.Errno
 	o := n.r.begin(measure.OpReadlink, n)
 	defer func() { o.end(errno) }()
 	readlink := func(s *side, a *acct) ([]byte, string, syscall.Errno) {
-		p, errno := s.path(a, n)
+		e, errno := s.entryOf(a, n)
 		if errno != 0 {
-			return nil, p, errno
+			return nil, "", errno
 		}
-		target, errno := s.readlink(a, p)
-		return target, p, errno
+		defer s.done(e)
+		target, errno := s.readlink(a, e)
+		if errno == syscall.EIO {
+			return nil, s.show(e.rel()), errno
+		}
+		return target, "", errno
 	}
 	target, p, errno := readlink(n.r.main, &o.a)
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
@@ -370,20 +406,15 @@ func (n *node) Readdir(ctx context.Context) (ds fs.DirStream, errno syscall.Errn
 
 // readdir lists directory n on side s in plaintext.
 func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
-	p, errno := s.path(a, n)
+	fd, rel, errno := s.openNode(a, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
 	if errno != 0 {
 		return nil, errno
 	}
-	if errno := s.t.openDir(a, n, p); errno != 0 {
+	defer syscall.Close(fd)
+	d := s.loc(fd, rel, "")
+	if errno := s.t.openDir(a, n, d); errno != 0 {
 		return nil, errno
 	}
-	t0 := a.now()
-	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	a.lowerSince(t0)
-	if err != nil {
-		return nil, toErrno(err)
-	}
-	defer syscall.Close(fd)
 	var entries []fuse.DirEntry
 	buf := make([]byte, 32<<10)
 	for {
@@ -402,7 +433,7 @@ func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
 			if name == "." || name == ".." {
 				continue
 			}
-			plain, ok := s.t.plainName(a, n, p, name)
+			plain, ok := s.t.plainName(a, n, d, name)
 			if !ok {
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/measure"
 )
@@ -32,39 +33,28 @@ func (s *side) openFlags(flags uint32) int {
 func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	o := n.r.begin(measure.OpOpen, n)
 	defer func() { o.end(errno) }()
-	open := func(s *side, a *acct) (int, syscall.Errno) {
-		p, errno := s.path(a, n)
-		if errno != 0 {
-			return -1, errno
-		}
-		t0 := a.now()
-		fd, err := syscall.Open(p, s.openFlags(flags), 0)
-		a.lowerSince(t0)
-		if err != nil {
-			return -1, toErrno(err)
-		}
-		return fd, 0
-	}
-	fd, errno := open(n.r.main, &o.a)
+	fd, rel, errno := n.r.main.openNode(&o.a, n, n.r.main.openFlags(flags))
 	twinFd := -1
 	o.mirror(n.r, func(s *side, a *acct) (errno syscall.Errno) {
-		twinFd, errno = open(s, a)
+		twinFd, _, errno = s.openNode(a, n, s.openFlags(flags))
 		return errno
 	})
 	if errno != 0 {
 		closeFd(twinFd)
 		return nil, 0, errno
 	}
-	return n.newFile(&o.a, fd, twinFd)
+	return n.newFile(&o.a, rel, fd, twinFd)
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpCreate, n, name)
 	defer func() { o.end(errno) }()
 	fd, twinFd := -1, -1
-	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, p string) error {
+	ch, rel, errno := n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		t0 := a.now()
-		f, err := syscall.Open(p, s.openFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
+		// O_NOFOLLOW (in openFlags): a symlink planted under the name
+		// is not followed, the create fails with ELOOP.
+		f, err := unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
 		a.lowerSince(t0)
 		if s == n.r.main {
 			fd = f
@@ -78,7 +68,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		closeFd(twinFd)
 		return nil, nil, 0, errno
 	}
-	fh, fuseFlags, errno = ch.Operations().(*node).newFile(&o.a, fd, twinFd)
+	fh, fuseFlags, errno = ch.Operations().(*node).newFile(&o.a, rel, fd, twinFd)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -91,14 +81,27 @@ func closeFd(fd int) {
 	}
 }
 
-// newFile wraps open lower descriptors and refreshes the inode's content
-// state from the mount's own one.
-func (n *node) newFile(a *acct, fd, twinFd int) (fs.FileHandle, uint32, syscall.Errno) {
-	n.io.mu.Lock()
-	if p, errno := n.r.main.path(a, n); errno == 0 {
-		n.io.lowerPath = p
+// newFile wraps open lower descriptors (of the file rel below the mount's
+// lower root) and refreshes the inode's content state from the mount's
+// own one. The kernel opens regular files only: a lower object of another
+// type was swapped in behind its back (a device node, a FIFO) and is not
+// read or written.
+func (n *node) newFile(a *acct, rel string, fd, twinFd int) (fs.FileHandle, uint32, syscall.Errno) {
+	var st syscall.Stat_t
+	if err := a.fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		if err == nil {
+			n.r.log.Warn().Str("lower", n.r.main.show(rel)).Msg("not a regular file in LOWER: EIO")
+		}
+		closeFd(fd)
+		closeFd(twinFd)
+		if err != nil {
+			return nil, 0, toErrno(err)
+		}
+		return nil, 0, syscall.EIO
 	}
-	errno := n.r.main.io.open(a, &n.io, fd)
+	n.io.mu.Lock()
+	n.io.lowerPath = n.r.main.show(rel)
+	errno := n.r.main.io.open(a, &n.io, fd, &st)
 	n.io.mu.Unlock()
 	if errno != 0 {
 		closeFd(fd)

@@ -21,6 +21,18 @@ var (
 // xattrMax is the largest value the kernel passes (XATTR_SIZE_MAX).
 const xattrMax = 64 << 10
 
+// xattrNode opens node n on side s for an xattr call: O_PATH without
+// following a symlink (so a symlink, a FIFO or a device is not opened for
+// real), and returns the /proc path through which the *xattr calls reach
+// exactly that object. Close fd when done.
+func (s *side) xattrNode(a *acct, n *node) (fd int, proc, rel string, errno syscall.Errno) {
+	fd, rel, errno = s.openNode(a, n, unix.O_PATH|syscall.O_NOFOLLOW)
+	if errno != 0 {
+		return -1, "", rel, errno
+	}
+	return fd, procFd(fd), rel, 0
+}
+
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uint32, errno syscall.Errno) {
 	o := n.r.begin(measure.OpGetxattr, n)
 	defer func() { o.end(errno) }()
@@ -28,19 +40,23 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 		if !s.t.xattrAllowed(attr) {
 			return nil, "", syscall.ENODATA
 		}
-		p, errno := s.path(a, n)
+		fd, p, rel, errno := s.xattrNode(a, n)
 		if errno != 0 {
-			return nil, p, errno
+			return nil, "", errno
 		}
+		defer syscall.Close(fd)
 		buf := make([]byte, xattrMax+s.t.xattrOverhead())
 		t0 := a.now()
-		sz, err := unix.Lgetxattr(p, attr, buf)
+		sz, err := unix.Getxattr(p, attr, buf)
 		a.lowerSince(t0)
 		if err != nil {
-			return nil, p, toErrno(err)
+			return nil, "", toErrno(err)
 		}
 		value, errno := s.t.decodeXattr(a, attr, buf[:sz])
-		return value, p, errno
+		if errno != 0 {
+			return nil, s.show(rel), errno
+		}
+		return value, "", 0
 	}
 	value, p, errno := get(n.r.main, &o.a)
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
@@ -69,10 +85,6 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		if !s.t.xattrAllowed(attr) {
 			return syscall.EOPNOTSUPP
 		}
-		p, errno := s.path(a, n)
-		if errno != 0 {
-			return errno
-		}
 		value, errno := s.t.encodeXattr(a, attr, data)
 		if errno != 0 {
 			return errno
@@ -80,8 +92,13 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		if len(value) > xattrMax {
 			return syscall.E2BIG
 		}
+		fd, p, _, errno := s.xattrNode(a, n)
+		if errno != 0 {
+			return errno
+		}
+		defer syscall.Close(fd)
 		t0 := a.now()
-		err := unix.Lsetxattr(p, attr, value, int(flags))
+		err := unix.Setxattr(p, attr, value, int(flags))
 		a.lowerSince(t0)
 		return toErrno(err)
 	}
@@ -94,13 +111,14 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (size uint32, errno s
 	o := n.r.begin(measure.OpListxattr, n)
 	defer func() { o.end(errno) }()
 	list := func(s *side, a *acct) ([]byte, syscall.Errno) {
-		p, errno := s.path(a, n)
+		fd, p, _, errno := s.xattrNode(a, n)
 		if errno != 0 {
 			return nil, errno
 		}
+		defer syscall.Close(fd)
 		buf := make([]byte, xattrMax)
 		t0 := a.now()
-		sz, err := unix.Llistxattr(p, buf)
+		sz, err := unix.Listxattr(p, buf)
 		a.lowerSince(t0)
 		if err != nil {
 			return nil, toErrno(err)
@@ -137,12 +155,13 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 		if !s.t.xattrAllowed(attr) {
 			return syscall.ENODATA
 		}
-		p, errno := s.path(a, n)
+		fd, p, _, errno := s.xattrNode(a, n)
 		if errno != 0 {
 			return errno
 		}
+		defer syscall.Close(fd)
 		t0 := a.now()
-		err := unix.Lremovexattr(p, attr)
+		err := unix.Removexattr(p, attr)
 		a.lowerSince(t0)
 		return toErrno(err)
 	}

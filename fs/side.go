@@ -2,9 +2,13 @@ package fs
 
 import (
 	"crypto/rand"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -19,9 +23,13 @@ import (
 // mode also a plaintext twin directory through the null transform. The
 // operation code is written once against a side.
 type side struct {
-	lower string
-	t     transform
-	io    contentIO
+	// lower is the side's directory, for log lines; rootFd is its O_PATH
+	// descriptor, opened at mount, through which every lower object is
+	// reached (see openBeneath).
+	lower  string
+	rootFd int
+	t      transform
+	io     contentIO
 }
 
 // root is shared by all nodes of one mount.
@@ -35,6 +43,7 @@ type root struct {
 	// kernelPassthrough hands open files to the kernel (twin only).
 	kernelPassthrough bool
 	rootNode          *node
+	closeOnce         sync.Once
 }
 
 // node is one file, directory, symlink or special file of the mounted view.
@@ -64,11 +73,13 @@ func randRead(b []byte) {
 	}
 }
 
-// path returns the path of n on side s. With encrypted names the whole
-// walk up the parent chain counts as crypto time (the name transform: EME
-// per component, and the first read of each directory's IV): one pair of
-// clock reads per operation rather than one per component.
-func (s *side) path(a *acct, n *node) (string, syscall.Errno) {
+// rel returns the path of n on side s, relative to the side's root ("" for
+// the root itself). With encrypted names the whole walk up the parent chain
+// counts as crypto time (the name transform: EME per component, and the
+// first read of each directory's IV): one pair of clock reads per operation
+// rather than one per component. The path is only ever opened beneath the
+// side's root descriptor and never through a symlink (openBeneath).
+func (s *side) rel(a *acct, n *node) (string, syscall.Errno) {
 	if !a.on || !s.t.namesCost() {
 		return s.walk(n)
 	}
@@ -82,7 +93,7 @@ var untimed = &acct{}
 
 func (s *side) walk(n *node) (string, syscall.Errno) {
 	if n.isRoot() {
-		return s.lower, 0
+		return "", 0
 	}
 	name, parent := n.Parent()
 	if parent == nil {
@@ -90,44 +101,278 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 		return "", syscall.ENOENT
 	}
 	pn := parent.Operations().(*node)
-	dirPath, errno := s.walk(pn)
+	dirRel, errno := s.walk(pn)
 	if errno != 0 {
 		return "", errno
 	}
-	lower, _, errno := s.t.lowerName(untimed, pn, dirPath, name)
+	lower, _, errno := s.t.lowerName(untimed, pn, s.loc(s.rootFd, "", dirRel), name)
 	if errno != 0 {
 		return "", errno
 	}
-	return dirPath + "/" + lower, 0
+	return join(dirRel, lower), 0
 }
 
-// child returns the path on side s of the entry name in directory n, and
-// the long name to keep in a sidecar when the entry is created.
-func (s *side) child(a *acct, n *node, name string) (dirPath, lower, long string, errno syscall.Errno) {
+// join appends a name to a relative path ("" is the directory itself).
+func join(rel, name string) string {
+	if rel == "" {
+		return name
+	}
+	return rel + "/" + name
+}
+
+// show is the lower path of rel on side s, for log lines.
+func (s *side) show(rel string) string {
+	return join(s.lower, rel)
+}
+
+// loc locates the directory rel below the descriptor fd, whose own path
+// below the side's root is fdRel.
+func (s *side) loc(fd int, fdRel, rel string) dirLoc {
+	return dirLoc{fd: fd, rel: rel, top: s.lower, sub: fdRel}
+}
+
+// entry is one lower directory entry, reached through a descriptor of its
+// lower parent directory: operations on it are the *at system calls on
+// (dir, name), which never follow a symlink in name (AT_SYMLINK_NOFOLLOW,
+// O_NOFOLLOW) and cannot leave the parent. Release it with s.done.
+type entry struct {
+	dir    int    // O_PATH descriptor of the parent (or the side's root)
+	name   string // lower name in dir; "." for the root itself
+	dirRel string // the parent's path below the side's root
+}
+
+// dirOf opens the lower directory of node n on side s: an O_PATH
+// descriptor reached from the side's root without crossing a symlink, or
+// the root descriptor itself for the root. Release it with closeDir.
+func (s *side) dirOf(a *acct, n *node) (fd int, rel string, errno syscall.Errno) {
+	rel, errno = s.rel(a, n)
+	if errno != 0 {
+		return -1, "", errno
+	}
+	fd, errno = s.openDir(a, rel)
+	return fd, rel, errno
+}
+
+// openDir opens the directory rel below the side's root as O_PATH.
+func (s *side) openDir(a *acct, rel string) (int, syscall.Errno) {
+	if rel == "" {
+		return s.rootFd, 0
+	}
+	t0 := a.now()
+	fd, err := openBeneath(s.rootFd, rel, unix.O_PATH|syscall.O_DIRECTORY, 0)
+	a.lowerSince(t0)
+	if err != nil {
+		return -1, toErrno(err)
+	}
+	return fd, 0
+}
+
+func (s *side) closeDir(fd int) {
+	if fd >= 0 && fd != s.rootFd {
+		syscall.Close(fd)
+	}
+}
+
+func (s *side) done(e entry) { s.closeDir(e.dir) }
+
+// loc of an entry's parent directory.
+func (s *side) parentLoc(e entry) dirLoc { return s.loc(e.dir, e.dirRel, "") }
+
+// rel of the entry itself.
+func (e entry) rel() string {
+	if e.name == "." {
+		return e.dirRel
+	}
+	return join(e.dirRel, e.name)
+}
+
+// entryOf returns the lower entry of node n on side s: its parent
+// directory opened and its lower name. The root is (root descriptor, ".").
+func (s *side) entryOf(a *acct, n *node) (entry, syscall.Errno) {
+	if n.isRoot() {
+		return entry{dir: s.rootFd, name: "."}, 0
+	}
+	name, parent := n.Parent()
+	if parent == nil {
+		return entry{dir: -1}, syscall.ENOENT
+	}
+	return s.childAt(a, parent.Operations().(*node), name)
+}
+
+// childAt returns the lower entry for the entry name of directory n on
+// side s (which need not exist yet). childLong also returns the long name
+// to keep in a sidecar when the entry is created.
+func (s *side) childAt(a *acct, n *node, name string) (entry, syscall.Errno) {
+	e, _, errno := s.childLong(a, n, name)
+	return e, errno
+}
+
+func (s *side) childLong(a *acct, n *node, name string) (e entry, long string, errno syscall.Errno) {
+	fd, rel, errno := s.dirOf(a, n)
+	if errno != 0 {
+		return entry{dir: -1}, "", errno
+	}
+	e, long, errno = s.childIn(a, n, fd, rel, name)
+	if errno != 0 {
+		s.closeDir(fd)
+		return entry{dir: -1}, "", errno
+	}
+	return e, long, 0
+}
+
+// childIn names the entry name of directory n, already open as fd.
+func (s *side) childIn(a *acct, n *node, fd int, rel, name string) (entry, string, syscall.Errno) {
 	var t0 time.Time
 	timed := a.on && s.t.namesCost()
 	if timed {
 		t0 = time.Now()
 	}
-	dirPath, errno = s.walk(n)
-	if errno == 0 {
-		lower, long, errno = s.t.lowerName(untimed, n, dirPath, name)
-	}
+	lower, long, errno := s.t.lowerName(untimed, n, s.loc(fd, rel, ""), name)
 	if timed {
 		a.crypto += time.Since(t0)
 	}
-	return
+	return entry{dir: fd, name: lower, dirRel: rel}, long, errno
 }
 
-// dirIV returns the IV of directory n, whose lower path is path. Only the
-// mount's own side has directory IVs, so the cache lives in the node.
-func (n *node) dirIV(a *acct, t transform, path string) ([]byte, syscall.Errno) {
+// openNode opens node n itself on side s with flags (O_NOFOLLOW is
+// implied: a node whose lower object became a symlink gives ELOOP).
+func (s *side) openNode(a *acct, n *node, flags int) (int, string, syscall.Errno) {
+	rel, errno := s.rel(a, n)
+	if errno != 0 {
+		return -1, rel, errno
+	}
+	t0 := a.now()
+	fd, err := openBeneath(s.rootFd, rel, flags, 0)
+	a.lowerSince(t0)
+	if err != nil {
+		return -1, rel, toErrno(err)
+	}
+	return fd, rel, 0
+}
+
+// Containment. Every lower object is reached from the side's root
+// descriptor, opened once at mount, with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): whatever an attacker who
+// can write to LOWER puts there (a directory replaced by a symlink to /etc
+// while the kernel still has a node for it, a file swapped for a symlink),
+// the daemon never reads or writes outside LOWER. A symlink met on the way
+// gives ELOOP to the application ("too many levels of symbolic links"),
+// the error the final O_NOFOLLOW component always gave.
+
+const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// openFlagsMask is what openat2 accepts (it refuses unknown bits, open(2)
+// ignores them: FUSE open flags may carry kernel-internal ones).
+const openFlagsMask = unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY | unix.O_TRUNC |
+	unix.O_APPEND | unix.O_NONBLOCK | unix.O_DSYNC | unix.O_SYNC | unix.O_ASYNC | unix.O_DIRECT |
+	unix.O_LARGEFILE | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_NOATIME | unix.O_CLOEXEC | unix.O_PATH
+
+// noOpenat2 is set when the kernel has no openat2 (before Linux 5.6) or a
+// seccomp filter refuses it: lower paths are then opened as before this
+// protection, with only the last component not followed.
+var noOpenat2 atomic.Bool
+
+// probeOpenat2 checks once per mount that openat2 works and says so when
+// it does not.
+func probeOpenat2(rootFd int, log zerolog.Logger) {
+	fd, err := unix.Openat2(rootFd, ".", &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveBeneath})
+	if err == nil {
+		syscall.Close(fd)
+		return
+	}
+	if err == unix.ENOSYS || err == unix.EPERM {
+		if !noOpenat2.Swap(true) {
+			log.Warn().Err(err).Msg("no openat2 (Linux < 5.6 or seccomp): lower paths are not confined to LOWER against symlinks planted there")
+		}
+	}
+}
+
+// openBeneath opens rel below the directory dirFd ("" for dirFd itself)
+// without following any symlink and without leaving dirFd's tree.
+// O_CLOEXEC is implied; mode is used with O_CREAT only.
+func openBeneath(dirFd int, rel string, flags int, mode uint32) (int, error) {
+	if rel == "" {
+		rel = "."
+	}
+	flags = flags&openFlagsMask | unix.O_CLOEXEC
+	if flags&unix.O_CREAT == 0 {
+		mode = 0
+	}
+	if !noOpenat2.Load() {
+		how := unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: resolveBeneath}
+		for i := 0; ; i++ {
+			fd, err := unix.Openat2(dirFd, rel, &how)
+			if err == unix.EINTR || err == unix.EAGAIN && i < 8 {
+				// EAGAIN: the kernel could not be sure that a ".." stayed
+				// beneath dirFd during a concurrent rename. Our paths hold
+				// no "..", but a retry is what the kernel asks for.
+				continue
+			}
+			if err != unix.ENOSYS {
+				return fd, err
+			}
+			noOpenat2.Store(true)
+			break
+		}
+	}
+	for {
+		fd, err := unix.Openat(dirFd, rel, flags|unix.O_NOFOLLOW, mode)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// unlinkBeneath removes rel below dirFd, its parent reached as openBeneath does.
+func unlinkBeneath(dirFd int, rel string, flags int) error {
+	dir, name := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir, name = rel[:i], rel[i+1:]
+	}
+	if dir != "" {
+		fd, err := openBeneath(dirFd, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		dirFd = fd
+	}
+	return unix.Unlinkat(dirFd, name, flags)
+}
+
+// dirLoc locates a lower directory for the transforms' metadata (the
+// directory IV, long-name sidecars): rel below the directory descriptor fd
+// ("" for fd itself). Files in it are opened with openBeneath only.
+type dirLoc struct {
+	fd  int
+	rel string
+	// For log lines: fd is the lower directory top/sub.
+	top, sub string
+}
+
+// file returns where the file name of the directory is: a path below d.fd.
+func (d dirLoc) file(name string) string { return join(d.rel, name) }
+
+// show is the lower path of the file name of the directory, for log lines.
+func (d dirLoc) show(name string) string {
+	p := d.top
+	for _, c := range []string{d.sub, d.rel, name} {
+		if c != "" {
+			p += "/" + c
+		}
+	}
+	return p
+}
+
+// dirIV returns the IV of directory n, found at d. Only the mount's own
+// side has directory IVs, so the cache lives in the node.
+func (n *node) dirIV(a *acct, t transform, d dirLoc) ([]byte, syscall.Errno) {
 	n.dirIVMu.Lock()
 	defer n.dirIVMu.Unlock()
 	if n.dirIVCache != nil {
 		return n.dirIVCache, 0
 	}
-	iv, errno := t.readDirIV(a, path)
+	iv, errno := t.readDirIV(a, d)
 	if errno == 0 {
 		n.dirIVCache = iv
 	}
@@ -151,14 +396,15 @@ func (r *root) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 	}
 }
 
-// lstatGen is lstat(2) that also returns a generation from the birth time.
-func (a *acct) lstatGen(path string, st *syscall.Stat_t) (gen uint64, err error) {
+// lstatGen is fstatat(2) of an entry, never following a symlink, that also
+// returns a generation from the birth time.
+func (a *acct) lstatGen(e entry, st *syscall.Stat_t) (gen uint64, err error) {
 	t0 := a.now()
 	defer a.lowerSince(t0)
 	var x unix.Statx_t
-	err = unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x)
+	err = unix.Statx(e.dir, e.name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x)
 	if err == unix.ENOSYS {
-		return 1, syscall.Lstat(path, st)
+		return 1, fstatat(e.dir, e.name, st)
 	}
 	if err != nil {
 		return 0, err
@@ -185,15 +431,21 @@ func (a *acct) lstatGen(path string, st *syscall.Stat_t) (gen uint64, err error)
 	return gen, nil
 }
 
-func (a *acct) lstat(path string, st *syscall.Stat_t) error {
+// fstatat is lstat(2) of name in the directory dir.
+func fstatat(dir int, name string, st *syscall.Stat_t) error {
+	// syscall.Stat_t and unix.Stat_t are both the kernel's struct stat.
+	return unix.Fstatat(dir, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func (a *acct) lstat(e entry, st *syscall.Stat_t) error {
 	t0 := a.now()
-	err := syscall.Lstat(path, st)
+	err := fstatat(e.dir, e.name, st)
 	a.lowerSince(t0)
 	return err
 }
 
 // fillAttr converts a lower stat on side s to the plaintext view.
-func (s *side) fillAttr(a *acct, path string, st *syscall.Stat_t, out *fuse.Attr) {
+func (s *side) fillAttr(st *syscall.Stat_t, out *fuse.Attr) {
 	out.FromStat(st)
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
@@ -203,13 +455,41 @@ func (s *side) fillAttr(a *acct, path string, st *syscall.Stat_t, out *fuse.Attr
 	}
 }
 
-func (s *side) readlink(a *acct, path string) ([]byte, syscall.Errno) {
+func (s *side) readlink(a *acct, e entry) ([]byte, syscall.Errno) {
 	buf := make([]byte, 4096)
 	t0 := a.now()
-	n, err := syscall.Readlink(path, buf)
+	n, err := unix.Readlinkat(e.dir, e.name, buf)
 	a.lowerSince(t0)
 	if err != nil {
 		return nil, toErrno(err)
 	}
 	return s.t.decodeLink(a, buf[:n])
 }
+
+// chmodAt is fchmodat(2) of name in dir without following a symlink
+// (fchmodat2, Linux 6.6); without it, the entry is opened O_PATH and
+// changed through its /proc descriptor, symlinks refused as fchmodat2 does.
+func chmodAt(dir int, name string, mode uint32) error {
+	err := unix.Fchmodat(dir, name, mode, unix.AT_SYMLINK_NOFOLLOW)
+	if err != unix.EOPNOTSUPP {
+		return err
+	}
+	fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return unix.EOPNOTSUPP
+	}
+	return syscall.Chmod(procFd(fd), mode)
+}
+
+// procFd is the /proc path of our descriptor fd: the object itself, even
+// for an O_PATH descriptor of a symlink (the magic link is not followed
+// any further).
+func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }

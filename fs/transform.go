@@ -20,25 +20,26 @@ type transform interface {
 	hidden(isRoot bool, lowerName string) bool
 
 	// lowerName maps the plaintext name of an entry in the directory dir
-	// (lower path dirPath) to the name stored in the lower directory. For a
-	// name whose encrypted form is too long, long holds the full encrypted
-	// name to be kept in a sidecar next to it.
-	lowerName(a *acct, dir *node, dirPath, name string) (lower, long string, errno syscall.Errno)
+	// (found at d) to the name stored in the lower directory. For a name
+	// whose encrypted form is too long, long holds the full encrypted name
+	// to be kept in a sidecar next to it.
+	lowerName(a *acct, dir *node, d dirLoc, name string) (lower, long string, errno syscall.Errno)
 	// plainName reverses lowerName for a directory listing; ok is false
 	// for entries that cannot be shown (metadata, undecryptable names).
-	plainName(a *acct, dir *node, dirPath, lower string) (name string, ok bool)
-	// writeLong stores the sidecar of a long name before the entry is
-	// created; dropLong removes the sidecar after the entry is gone.
-	writeLong(a *acct, dirPath, lower, long string) syscall.Errno
-	dropLong(a *acct, dirPath, lower string)
+	plainName(a *acct, dir *node, d dirLoc, lower string) (name string, ok bool)
+	// writeLong stores the sidecar of a long name in directory d before
+	// the entry is created; dropLong removes the sidecar after the entry
+	// is gone. d is an open directory (d.rel == "").
+	writeLong(a *acct, d dirLoc, lower, long string) syscall.Errno
+	dropLong(a *acct, d dirLoc, lower string)
 
-	// newDir prepares a freshly made lower directory (the directory IV);
-	// readDirIV returns a directory's IV (nil when names are plain).
-	newDir(a *acct, path string) syscall.Errno
-	readDirIV(a *acct, path string) ([]byte, syscall.Errno)
-	// openDir checks that directory dir (lower path) can be listed: with
+	// newDir prepares a freshly made lower directory d (the directory
+	// IV); readDirIV returns a directory's IV (nil when names are plain).
+	newDir(a *acct, d dirLoc) syscall.Errno
+	readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno)
+	// openDir checks that directory dir (found at d) can be listed: with
 	// encrypted names its IV must be readable.
-	openDir(a *acct, dir *node, path string) syscall.Errno
+	openDir(a *acct, dir *node, d dirLoc) syscall.Errno
 	// dirMeta lists the metadata entries that rmdir removes from an
 	// otherwise empty lower directory.
 	dirMeta() []string
@@ -72,8 +73,9 @@ type transform interface {
 // lock, everything else under the write lock.
 type contentIO interface {
 	// open is called with the write lock held when a file is opened or
-	// created; it resets what the inode caches about the lower file.
-	open(a *acct, h *ioState, fd int) syscall.Errno
+	// created; it resets what the inode caches about the lower file, whose
+	// fstat is st.
+	open(a *acct, h *ioState, fd int, st *syscall.Stat_t) syscall.Errno
 	read(a *acct, h *ioState, fd int, dst []byte, off int64) (int, syscall.Errno)
 	write(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno)
 	truncate(a *acct, h *ioState, fd int, size int64) syscall.Errno

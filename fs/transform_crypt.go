@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -65,7 +64,7 @@ func (t *cryptTransform) hidden(isRoot bool, lower string) bool {
 	return lower == names.DirIVFile || names.IsSidecar(lower)
 }
 
-func (t *cryptTransform) lowerName(a *acct, dir *node, dirPath, name string) (string, string, syscall.Errno) {
+func (t *cryptTransform) lowerName(a *acct, dir *node, d dirLoc, name string) (string, string, syscall.Errno) {
 	if t.names == nil {
 		if dir.isRoot() && t.hidden(true, name) {
 			// The config is not part of the mounted view and cannot be
@@ -74,7 +73,7 @@ func (t *cryptTransform) lowerName(a *acct, dir *node, dirPath, name string) (st
 		}
 		return name, "", 0
 	}
-	iv, errno := dir.dirIV(a, t, dirPath)
+	iv, errno := dir.dirIV(a, t, d)
 	if errno != 0 {
 		return "", "", errno
 	}
@@ -91,29 +90,29 @@ func (t *cryptTransform) lowerName(a *acct, dir *node, dirPath, name string) (st
 	return lower, "", 0
 }
 
-func (t *cryptTransform) plainName(a *acct, dir *node, dirPath, lower string) (string, bool) {
+func (t *cryptTransform) plainName(a *acct, dir *node, d dirLoc, lower string) (string, bool) {
 	if t.hidden(dir.isRoot(), lower) {
 		return "", false
 	}
 	if t.names == nil {
 		return lower, true
 	}
-	iv, errno := dir.dirIV(a, t, dirPath)
+	iv, errno := dir.dirIV(a, t, d)
 	if errno != 0 {
 		return "", false
 	}
 	cName := lower
 	if names.IsLong(lower) {
 		t0 := a.now()
-		b, err := readSmallFile(filepath.Join(dirPath, lower+names.LongSuffix), 4096)
+		b, err := readSmallFile(d.fd, d.file(lower+names.LongSuffix), 4096)
 		a.lowerSince(t0)
 		if err != nil {
-			t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Err(err).Msg("long name without a readable sidecar; entry hidden")
+			t.log.Warn().Str("lower", d.show(lower)).Err(err).Msg("long name without a readable sidecar; entry hidden")
 			return "", false
 		}
 		cName = string(b)
 		if l, _ := names.Lower(cName); l != lower {
-			t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Msg("long-name sidecar does not match its entry; entry hidden")
+			t.log.Warn().Str("lower", d.show(lower)).Msg("long-name sidecar does not match its entry; entry hidden")
 			return "", false
 		}
 	}
@@ -121,69 +120,68 @@ func (t *cryptTransform) plainName(a *acct, dir *node, dirPath, lower string) (s
 	name, err := t.names.Decrypt(cName, iv)
 	a.cryptoSince(t0)
 	if err != nil {
-		t.log.Warn().Str("lower", filepath.Join(dirPath, lower)).Msg("name does not decrypt; entry hidden")
+		t.log.Warn().Str("lower", d.show(lower)).Msg("name does not decrypt; entry hidden")
 		return "", false
 	}
 	return name, true
 }
 
-func (t *cryptTransform) writeLong(a *acct, dirPath, lower, long string) syscall.Errno {
+func (t *cryptTransform) writeLong(a *acct, d dirLoc, lower, long string) syscall.Errno {
 	if long == "" {
 		return 0
 	}
 	defer a.lowerSince(a.now())
-	p := filepath.Join(dirPath, lower+names.LongSuffix)
 	// O_EXCL would fail when the entry already exists under this name
 	// (rename over it, or an earlier crash): the content is a function of
 	// the name, so overwriting is always right.
-	return writeSmallFile(p, []byte(long), 0400)
+	return writeSmallFile(d.fd, d.file(lower+names.LongSuffix), []byte(long), 0400)
 }
 
-func (t *cryptTransform) dropLong(a *acct, dirPath, lower string) {
+func (t *cryptTransform) dropLong(a *acct, d dirLoc, lower string) {
 	if t.names != nil && names.IsLong(lower) {
 		defer a.lowerSince(a.now())
-		syscall.Unlink(filepath.Join(dirPath, lower+names.LongSuffix))
+		unlinkBeneath(d.fd, d.file(lower+names.LongSuffix), 0)
 	}
 }
 
-func (t *cryptTransform) newDir(a *acct, path string) syscall.Errno {
+func (t *cryptTransform) newDir(a *acct, d dirLoc) syscall.Errno {
 	if t.names == nil {
 		return 0
 	}
 	defer a.lowerSince(a.now())
 	iv := make([]byte, names.DirIVSize)
 	randRead(iv)
-	return writeSmallFile(filepath.Join(path, names.DirIVFile), iv, 0400)
+	return writeSmallFile(d.fd, d.file(names.DirIVFile), iv, 0400)
 }
 
-func (t *cryptTransform) readDirIV(a *acct, path string) ([]byte, syscall.Errno) {
+func (t *cryptTransform) readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno) {
 	if t.names == nil {
 		return nil, 0
 	}
 	t0 := a.now()
-	iv, err := readSmallFile(filepath.Join(path, names.DirIVFile), names.DirIVSize+1)
+	iv, err := readSmallFile(d.fd, d.file(names.DirIVFile), names.DirIVSize+1)
 	a.lowerSince(t0)
-	if isNotExist(err) && lowerDirEmpty(path, nil) == 0 {
+	if isNotExist(err) && lowerDirEmpty(d.fd, d.rel, nil) == 0 {
 		// An empty directory without IV is what a crash between mkdir
 		// and the IV write (or rmdir's two steps) leaves; nothing in it
 		// depends on the IV, so give it a new one.
-		if errno := t.newDir(a, path); errno == 0 {
-			t.log.Warn().Str("lower", path).Msg("empty directory had no IV (interrupted mkdir or rmdir?): new IV written")
-			return t.readDirIV(a, path)
+		if errno := t.newDir(a, d); errno == 0 {
+			t.log.Warn().Str("lower", d.show("")).Msg("empty directory had no IV (interrupted mkdir or rmdir?): new IV written")
+			return t.readDirIV(a, d)
 		}
 	}
 	if err != nil || len(iv) != names.DirIVSize {
-		t.log.Warn().Str("lower", path).Err(err).Msg("directory IV missing or damaged; directory unreadable")
+		t.log.Warn().Str("lower", d.show("")).Err(err).Msg("directory IV missing or damaged; directory unreadable")
 		return nil, syscall.EIO
 	}
 	return iv, 0
 }
 
-func (t *cryptTransform) openDir(a *acct, dir *node, path string) syscall.Errno {
+func (t *cryptTransform) openDir(a *acct, dir *node, d dirLoc) syscall.Errno {
 	if t.names == nil {
 		return 0
 	}
-	_, errno := dir.dirIV(a, t, path)
+	_, errno := dir.dirIV(a, t, d)
 	return errno
 }
 
@@ -261,12 +259,13 @@ func (t *cryptTransform) readWriteOpens() bool { return true }
 func (t *cryptTransform) namesCost() bool      { return t.names != nil }
 
 // readSmallFile reads at most max bytes of a metadata file (directory IV,
-// long-name sidecar). It never follows a symlink and never blocks on a
-// FIFO: LOWER may have been crafted by an attacker.
-func readSmallFile(path string, max int) ([]byte, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+// long-name sidecar) at rel below the directory dirFd. It never follows a
+// symlink, never leaves dirFd's tree and never blocks on a FIFO: LOWER may
+// have been crafted by an attacker.
+func readSmallFile(dirFd int, rel string, max int) ([]byte, error) {
+	fd, err := openBeneath(dirFd, rel, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
@@ -274,29 +273,40 @@ func readSmallFile(path string, max int) ([]byte, error) {
 		return nil, err
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, fmt.Errorf("%s: not a regular file", rel)
 	}
 	buf := make([]byte, max)
 	n, err := preadFull(fd, buf, 0)
 	return buf[:n], err
 }
 
-func writeSmallFile(path string, data []byte, mode uint32) syscall.Errno {
-	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, mode)
+// writeSmallFile replaces the metadata file at rel below dirFd, reached
+// as readSmallFile does.
+func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Errno {
+	const flags = syscall.O_WRONLY | syscall.O_CREAT | syscall.O_TRUNC | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	fd, err := openBeneath(dirFd, rel, flags, mode)
 	if err == syscall.EACCES {
 		// A read-only sidecar being replaced.
-		syscall.Unlink(path)
-		fd, err = syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, mode)
+		unlinkBeneath(dirFd, rel, 0)
+		fd, err = openBeneath(dirFd, rel, flags, mode)
 	}
 	if err != nil {
 		return toErrno(err)
 	}
-	_, err = pwriteFull(fd, data, 0)
+	var st syscall.Stat_t
+	if err = syscall.Fstat(fd, &st); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		// A FIFO or device planted under the name: leave it alone.
+		syscall.Close(fd)
+		return syscall.EIO
+	}
+	if err == nil {
+		_, err = pwriteFull(fd, data, 0)
+	}
 	if cerr := syscall.Close(fd); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		syscall.Unlink(path)
+		unlinkBeneath(dirFd, rel, 0)
 		return toErrno(err)
 	}
 	return 0

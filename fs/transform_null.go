@@ -16,24 +16,24 @@ func (nullTransform) name() string                       { return "null" }
 func (nullTransform) hidden(bool, string) bool           { return false }
 func (nullTransform) plainSize(size int64) int64         { return size }
 func (nullTransform) content() contentIO                 { return nullIO{} }
-func (nullTransform) newDir(*acct, string) syscall.Errno { return 0 }
+func (nullTransform) newDir(*acct, dirLoc) syscall.Errno { return 0 }
 func (nullTransform) dirMeta() []string                  { return nil }
 func (nullTransform) xattrAllowed(string) bool           { return true }
 func (nullTransform) xattrOverhead() int                 { return 0 }
-func (nullTransform) dropLong(*acct, string, string)     {}
-func (nullTransform) writeLong(*acct, string, string, string) syscall.Errno {
+func (nullTransform) dropLong(*acct, dirLoc, string)     {}
+func (nullTransform) writeLong(*acct, dirLoc, string, string) syscall.Errno {
 	return 0
 }
-func (nullTransform) readDirIV(*acct, string) ([]byte, syscall.Errno) { return nil, 0 }
+func (nullTransform) readDirIV(*acct, dirLoc) ([]byte, syscall.Errno) { return nil, 0 }
 func (nullTransform) linkSize(size int64) int64                       { return size }
 func (nullTransform) readWriteOpens() bool                            { return false }
 func (nullTransform) namesCost() bool                                 { return false }
 
-func (nullTransform) lowerName(_ *acct, _ *node, _, name string) (string, string, syscall.Errno) {
+func (nullTransform) lowerName(_ *acct, _ *node, _ dirLoc, name string) (string, string, syscall.Errno) {
 	return name, "", 0
 }
 
-func (nullTransform) plainName(_ *acct, _ *node, _, lower string) (string, bool) {
+func (nullTransform) plainName(_ *acct, _ *node, _ dirLoc, lower string) (string, bool) {
 	return lower, true
 }
 
@@ -50,7 +50,7 @@ func (nullTransform) decodeXattr(_ *acct, _ string, v []byte) ([]byte, syscall.E
 // nullIO reads and writes the lower file at the same offsets.
 type nullIO struct{}
 
-func (nullIO) open(*acct, *ioState, int) syscall.Errno { return 0 }
+func (nullIO) open(*acct, *ioState, int, *syscall.Stat_t) syscall.Errno { return 0 }
 
 func (nullIO) read(a *acct, _ *ioState, fd int, dst []byte, off int64) (int, syscall.Errno) {
 	t0 := a.now()
@@ -122,4 +122,4 @@ func pwriteFull(fd int, src []byte, off int64) (int, error) {
 	return done, nil
 }
 
-func (nullTransform) openDir(*acct, *node, string) syscall.Errno { return 0 }
+func (nullTransform) openDir(*acct, *node, dirLoc) syscall.Errno { return 0 }
