@@ -66,6 +66,12 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.serve(mnt, o, nil)
+}
+
+// serve mounts r at mnt with o's mount options and starts serving. wrap,
+// when not nil, wraps the raw filesystem (tests use it to watch requests).
+func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.RawFileSystem) (*fuse.Server, error) {
 	fsName := o.FSName
 	if fsName == "" {
 		fsName = o.Lower
@@ -96,8 +102,18 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 		AttrTimeout:     &second,
 		NegativeTimeout: &second,
 	}
-	srv, err := fs.Mount(mnt, r.rootNode, opts)
+	raw := fs.NewNodeFS(r.rootNode, opts)
+	if wrap != nil {
+		raw = wrap(raw)
+	}
+	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("mount %s: %w", mnt, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		// The serve loop ends by itself when the mount never came up.
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}

@@ -48,7 +48,22 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 		return nil, toErrno(err)
 	}
 	m.fillAttr(&st, &out.Attr)
-	return n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(&st, gen)), 0
+	id := n.r.stableAttr(&st, gen)
+	if old := n.GetChild(name); old != nil && old.IsDir() && id.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+		old.StableAttr().Ino == id.Ino && old.StableAttr().Gen == id.Gen {
+		// The same directory as the node already in the tree under this
+		// name: hand that node back. The kernel may have forgotten it
+		// (FORGET, under memory pressure or drop_caches) while go-fuse
+		// kept it because a child is still known, such as a hard-linked
+		// file the kernel holds through another name. A fresh node would
+		// take its place in n but not its children: they would keep their
+		// parent link to the old node, which keeps this name (and its
+		// cached directory IV) after the directory is renamed or
+		// replaced, so that paths rebuilt through it would lead to the
+		// wrong lower entry (TestDifferentialBugForgottenDir).
+		return old, 0
+	}
+	return n.NewInode(ctx, n.r.newNode(), id), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
