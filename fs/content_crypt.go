@@ -96,14 +96,19 @@ func (c *cryptIO) loadHeader(a *acct, h *ioState, fd int) syscall.Errno {
 	if h.hdrLoaded.Load() {
 		return 0
 	}
-	defer h.hdrLoaded.Store(true)
 	var b [headerSize]byte
-	if n, err := a.pread(fd, b[:], 0); err != nil || n != headerSize {
-		if err != nil && err != syscall.EIO {
-			h.hdrLoaded.Store(false)
-			return toErrno(err)
-		}
-		h.bad = fmt.Errorf("read header: %d bytes, %v", n, err)
+	n, err := a.pread(fd, b[:], 0)
+	if err != nil {
+		// An error of the lower filesystem (EIO, ETIMEDOUT, EINTR...)
+		// says nothing about the header: report it and leave the header
+		// unloaded, to be read again at the next I/O. Marking it loaded
+		// would make the next write put a fresh header, with a fresh
+		// key, over the file's content.
+		return toErrno(err)
+	}
+	defer h.hdrLoaded.Store(true)
+	if n != headerSize {
+		h.bad = fmt.Errorf("read header: %d of %d bytes", n, headerSize)
 		return c.fail(h, h.bad)
 	}
 	hdr, err := content.ParseHeader(b[:])

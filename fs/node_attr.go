@@ -349,12 +349,17 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 		defer syscall.Close(fd)
 		t0 := a.now()
 		defer a.lowerSince(t0)
+		if errno := s.t.syncMeta(fd); errno != 0 {
+			return errno
+		}
 		return toErrno(syscall.Fsync(fd))
 	}
 	if dh, ok := f.(*dirHandle); ok {
 		// An open directory: its descriptor works even after removal.
 		t0 := o.a.now()
-		errno = toErrno(syscall.Fsync(dh.fd))
+		if errno = n.r.main.t.syncMeta(dh.fd); errno == 0 {
+			errno = toErrno(syscall.Fsync(dh.fd))
+		}
 		o.a.lowerSince(t0)
 	} else {
 		errno = fsyncDir(n.r.main, &o.a)

@@ -43,6 +43,9 @@ type transform interface {
 	// dirMeta lists the metadata entries that rmdir removes from an
 	// otherwise empty lower directory.
 	dirMeta() []string
+	// syncMeta makes the transform's metadata files in the open lower
+	// directory dirFd durable (fsync of the directory, FSYNCDIR).
+	syncMeta(dirFd int) syscall.Errno
 
 	// encodeLink and decodeLink transform symlink targets.
 	encodeLink(a *acct, target string) (string, syscall.Errno)

@@ -131,10 +131,15 @@ func (t *cryptTransform) writeLong(a *acct, d dirLoc, lower, long string) syscal
 		return 0
 	}
 	defer a.lowerSince(a.now())
-	// O_EXCL would fail when the entry already exists under this name
-	// (rename over it, or an earlier crash): the content is a function of
-	// the name, so overwriting is always right.
-	return writeSmallFile(d.fd, d.file(lower+names.LongSuffix), []byte(long), 0400)
+	rel := d.file(lower + names.LongSuffix)
+	// The content is a function of the name: a sidecar that already holds
+	// it (rename over an existing long name, an earlier crash) is left
+	// alone, so that no truncate-then-write window can hide the entry
+	// that uses it. Anything else under the name is replaced.
+	if b, err := readSmallFile(d.fd, rel, names.MaxSidecarSize); err == nil && string(b) == long {
+		return 0
+	}
+	return writeSmallFile(d.fd, rel, []byte(long), 0400)
 }
 
 func (t *cryptTransform) dropLong(a *acct, d dirLoc, lower string) {
@@ -161,14 +166,21 @@ func (t *cryptTransform) readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno) {
 	t0 := a.now()
 	iv, err := readSmallFile(d.fd, d.file(names.DirIVFile), names.DirIVSize+1)
 	a.lowerSince(t0)
-	if isNotExist(err) && lowerDirEmpty(d.fd, d.rel, nil) == 0 {
-		// An empty directory without IV is what a crash between mkdir
-		// and the IV write (or rmdir's two steps) leaves; nothing in it
-		// depends on the IV, so give it a new one.
+	missing := isNotExist(err) || err == nil && len(iv) != names.DirIVSize
+	if missing && lowerDirEmpty(d.fd, d.rel, []string{names.DirIVFile}) == 0 {
+		// An empty directory without IV, or with a torn one, is what a
+		// crash between mkdir and the IV write (or rmdir's two steps)
+		// leaves; nothing in it depends on the IV, so give it a new one.
 		if errno := t.newDir(a, d); errno == 0 {
 			t.log.Warn().Str("lower", d.show("")).Msg("empty directory had no IV (interrupted mkdir or rmdir?): new IV written")
 			return t.readDirIV(a, d)
 		}
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != syscall.ENOENT && errno != syscall.ELOOP {
+		// Out of descriptors or memory, an I/O error of the lower
+		// filesystem: nothing says the IV is damaged; pass it on.
+		return nil, errno
 	}
 	if err != nil || len(iv) != names.DirIVSize {
 		t.log.Warn().Str("lower", d.show("")).Err(err).Msg("directory IV missing or damaged; directory unreadable")
@@ -190,6 +202,63 @@ func (t *cryptTransform) dirMeta() []string {
 		return nil
 	}
 	return []string{names.DirIVFile}
+}
+
+// syncMeta fsyncs the directory IV and the long-name sidecars of the open
+// lower directory dirFd. They are written without fsync (as gocryptfs
+// does: a sync per mkdir would cost a journal commit each); an fsync of
+// the directory, which is what a careful application does to make its
+// entries durable, makes the names durable too.
+func (t *cryptTransform) syncMeta(dirFd int) syscall.Errno {
+	if t.names == nil {
+		return 0
+	}
+	sync := func(name string) syscall.Errno {
+		fd, err := openBeneath(dirFd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			if err == syscall.ENOENT {
+				return 0
+			}
+			return toErrno(err)
+		}
+		defer syscall.Close(fd)
+		return toErrno(syscall.Fsync(fd))
+	}
+	if errno := sync(names.DirIVFile); errno != 0 {
+		return errno
+	}
+	// A descriptor of its own: dirFd may be an open directory handle
+	// whose offset a listing must not move.
+	fd, err := openBeneath(dirFd, ".", syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err == syscall.ENOENT {
+		return 0 // removed while open: nothing left to make durable
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	defer syscall.Close(fd)
+	buf := make([]byte, 8192)
+	for {
+		nb, err := syscall.ReadDirent(fd, buf)
+		if err == syscall.ENOENT {
+			return 0 // removed meanwhile (a dead directory lists ENOENT)
+		}
+		if err != nil {
+			return toErrno(err)
+		}
+		if nb == 0 {
+			return 0
+		}
+		for off := 0; off < nb; {
+			_, _, name, reclen := parseDirent(buf[off:nb])
+			off += reclen
+			if names.IsSidecar(name) {
+				if errno := sync(name); errno != 0 {
+					return errno
+				}
+			}
+		}
+	}
 }
 
 // Symlink targets are sealed (random nonce, GCM tag) and base64url-encoded.

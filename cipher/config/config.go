@@ -524,7 +524,12 @@ func syncDir(dir string) error {
 // cannot block the caller; the descriptor is then checked to be a regular
 // file before anything is read.
 func readConfigFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// A symlink planted as the config (LOWER may come from anyone) is not
+	// followed out of LOWER.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symlink; a config is a regular file", path)
+	}
 	if err != nil {
 		return nil, err
 	}

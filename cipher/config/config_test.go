@@ -765,3 +765,20 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadRefusesSymlinkedConfig: a config planted as a symlink is not
+// followed out of LOWER, even to a valid config elsewhere.
+func TestLoadRefusesSymlinkedConfig(t *testing.T) {
+	elsewhere := t.TempDir()
+	if _, _, err := Create(elsewhere, []byte("pass"), Options{Cipher: "aes-xts", KDF: cheapKDF()}); err != nil {
+		t.Fatal(err)
+	}
+	lower := t.TempDir()
+	if err := os.Symlink(filepath.Join(elsewhere, FileName), filepath.Join(lower, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(lower)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Load of a symlinked config: %v, want ErrCorrupt", err)
+	}
+}
