@@ -112,5 +112,11 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int) (fs.FileHandle, uint
 	if n.r.kernelPassthrough {
 		return &passthroughFile{f}, 0, 0
 	}
-	return f, 0, 0
+	// Every change of the content goes through this daemon, so what the
+	// kernel has cached for the inode is still right at the next open:
+	// keep it (without this, each open drops the file's page cache and a
+	// reader that reopens reads and decrypts everything again). A change
+	// of the lower file behind our back shows in its mtime or size at the
+	// next GETATTR, and the kernel drops the cache then (auto_inval_data).
+	return f, fuse.FOPEN_KEEP_CACHE, 0
 }

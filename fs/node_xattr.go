@@ -3,11 +3,13 @@ package fs
 import (
 	"bytes"
 	"context"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -20,6 +22,15 @@ var (
 
 // xattrMax is the largest value the kernel passes (XATTR_SIZE_MAX).
 const xattrMax = 64 << 10
+
+// xattrBufs holds buffers for reading any xattr value or list whole
+// (xattrMax plus the sealing overhead): allocating and zeroing 64 KiB per
+// GETXATTR cost more than the system call (the kernel asks for
+// security.capability before writes).
+var xattrBufs = sync.Pool{New: func() any {
+	b := make([]byte, xattrMax+keys.Overhead)
+	return &b
+}}
 
 // xattrNode opens node n on side s for an xattr call: O_PATH without
 // following a symlink (so a symlink, a FIFO or a device is not opened for
@@ -45,7 +56,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 			return nil, "", errno
 		}
 		defer syscall.Close(fd)
-		buf := make([]byte, xattrMax+s.t.xattrOverhead())
+		bp := xattrBufs.Get().(*[]byte)
+		defer xattrBufs.Put(bp)
+		buf := (*bp)[:xattrMax+s.t.xattrOverhead()]
 		t0 := a.now()
 		sz, err := unix.Getxattr(p, attr, buf)
 		a.lowerSince(t0)
@@ -56,7 +69,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 		if errno != 0 {
 			return nil, s.show(rel), errno
 		}
-		return value, "", 0
+		// The value may still be buf (null transform), which goes back
+		// to the pool.
+		return append([]byte(nil), value...), "", 0
 	}
 	value, p, errno := get(n.r.main, &o.a)
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
@@ -116,7 +131,9 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (size uint32, errno s
 			return nil, errno
 		}
 		defer syscall.Close(fd)
-		buf := make([]byte, xattrMax)
+		bp := xattrBufs.Get().(*[]byte)
+		defer xattrBufs.Put(bp)
+		buf := (*bp)[:xattrMax]
 		t0 := a.now()
 		sz, err := unix.Listxattr(p, buf)
 		a.lowerSince(t0)

@@ -1,0 +1,119 @@
+package fs
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/twincrypt/twincrypt/measure"
+)
+
+// TestKillPriv: with FUSE_HANDLE_KILLPRIV_V2 the daemon, not the kernel,
+// clears set-user-ID and set-group-ID bits when an unprivileged user
+// writes, truncates or opens with O_TRUNC. Every mount must leave the same
+// mode as the native filesystem, whose behaviour is the oracle.
+func TestKillPriv(t *testing.T) {
+	dirs := otherUserDirs(t)
+	type change struct {
+		name  string
+		mode  os.FileMode // with the setid bits, as syscall mode bits
+		asUsr bool
+		cmd   string // shell command run on the file $F
+		gid   int    // group of the file (default root)
+	}
+	changes := []change{
+		{"write-suid-sgid-gx", 06777, true, `printf x >> "$F"`, 0},
+		{"write-sgid-no-gx", 06767, true, `printf x >> "$F"`, 0},
+		{"truncate", 06777, true, `truncate -s 1 "$F"`, 0},
+		{"open-trunc", 06777, true, `: > "$F"`, 0},
+		{"write-as-root", 06777, false, `printf x >> "$F"`, 0},
+		{"write-plain", 0777, true, `printf x >> "$F"`, 0},
+		{"write-sgid-in-group", 02767, true, `printf x >> "$F"`, 1000},
+	}
+	modes := map[string]map[string]uint32{}
+	for _, c := range changes {
+		modes[c.name] = map[string]uint32{}
+		for _, target := range []string{"native", "xts", "cbc", "twin"} {
+			f := filepath.Join(dirs[target], c.name)
+			must(t, os.WriteFile(f, []byte("content"), 0600))
+			must(t, os.Chown(f, 0, c.gid))
+			must(t, syscall.Chmod(f, uint32(c.mode)))
+			var out []byte
+			var err error
+			if c.asUsr {
+				out, err = asUser("env", "F="+f, "sh", "-c", c.cmd)
+			} else {
+				out, err = runSh("F="+f, c.cmd)
+			}
+			if err != nil {
+				t.Fatalf("%s on %s: %v: %s", c.name, target, err, out)
+			}
+			var st syscall.Stat_t
+			must(t, syscall.Stat(f, &st))
+			modes[c.name][target] = st.Mode & 07777
+		}
+	}
+	for _, c := range changes {
+		m := modes[c.name]
+		for _, target := range []string{"xts", "cbc", "twin"} {
+			if m[target] != m["native"] {
+				t.Errorf("%s: mode %04o on %s, %04o natively", c.name, m[target], target, m["native"])
+			}
+		}
+	}
+	// The oracle does what the kernel documents, so the comparison above
+	// has teeth.
+	if m := modes["write-suid-sgid-gx"]["native"]; m != 0777 {
+		t.Errorf("native: a write by another user left mode %04o, want 0777", m)
+	}
+	if m := modes["write-sgid-no-gx"]["native"]; m != 0767 {
+		// Not group-executable, but the writer is not in the group.
+		t.Errorf("native: a write by another user left mode %04o, want 0767", m)
+	}
+	if m := modes["write-sgid-in-group"]["native"]; m != 02767 {
+		t.Errorf("native: a write by a member of the file's group left mode %04o, want 2767", m)
+	}
+	if m := modes["write-as-root"]["native"]; m != 06777 {
+		t.Errorf("native: a write by root left mode %04o, want 6777", m)
+	}
+}
+
+// runSh runs a shell command with one extra environment variable, from /
+// (never from a FUSE mount this process serves).
+func runSh(env, cmd string) ([]byte, error) {
+	c := exec.Command("env", env, "sh", "-c", cmd)
+	c.Dir = "/"
+	return c.CombinedOutput()
+}
+
+// TestNoCapabilityGetxattrPerWrite: the kernel no longer asks GETXATTR
+// security.capability before every write (FUSE_HANDLE_KILLPRIV_V2).
+func TestNoCapabilityGetxattrPerWrite(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			rec := measure.NewRecorder("test")
+			tm.mount(t, func(o *Options) { o.Recorder = rec })
+			f, err := os.Create(filepath.Join(tm.mnt, "f"))
+			must(t, err)
+			const writes = 200
+			buf := bytes.Repeat([]byte("y"), 512)
+			for i := 0; i < writes; i++ {
+				_, err := f.Write(buf)
+				must(t, err)
+			}
+			must(t, f.Close())
+			snap := statsByOp(rec.Snapshot())
+			if n := snap["write"].Count; n < writes {
+				t.Fatalf("%d writes counted for %d write calls: the check would prove nothing", n, writes)
+			}
+			if n := snap["getxattr"].Count; n > 4 {
+				t.Errorf("%d GETXATTR requests for %d writes: the kernel still asks security.capability per write", n, writes)
+			}
+			t.Logf("%s: %d writes, %d getxattr", v.name, snap["write"].Count, snap["getxattr"].Count)
+		})
+	}
+}
