@@ -59,6 +59,9 @@ type node struct {
 	// dirIVMu guards dirIVCache, the directory IV of a directory node.
 	dirIVMu    sync.Mutex
 	dirIVCache []byte
+
+	// lower caches the node's lower name (see nodeName).
+	lower atomic.Pointer[lowerCache]
 }
 
 func (n *node) isRoot() bool { return n == n.r.rootNode }
@@ -105,11 +108,48 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 	if errno != 0 {
 		return "", errno
 	}
-	lower, _, errno := s.t.lowerName(untimed, pn, s.loc(s.rootFd, "", dirRel), name)
+	lower, errno := s.nodeName(pn, n, dirRel, name)
 	if errno != 0 {
 		return "", errno
 	}
 	return join(dirRel, lower), 0
+}
+
+// lowerCache is the lower name of a node as computed under one parent,
+// plain name and parent IV.
+type lowerCache struct {
+	dir   *node
+	name  string
+	iv    []byte // the parent's IV slice (compared by identity)
+	lower string
+}
+
+// nodeName returns the lower name of node n, the entry name of directory
+// pn (at dirRel). With encrypted names every operation rebuilds the whole
+// lower path, one EME encryption per component: the result is cached in
+// n, valid while n sits under the same parent node and name and that
+// parent keeps the same IV (a new IV is a new slice). A rename moves the
+// node in go-fuse's tree, which changes the key, so nothing needs to be
+// invalidated by hand.
+func (s *side) nodeName(pn, n *node, dirRel, name string) (string, syscall.Errno) {
+	d := s.loc(s.rootFd, "", dirRel)
+	if !s.t.namesCost() {
+		lower, _, errno := s.t.lowerName(untimed, pn, d, name)
+		return lower, errno
+	}
+	iv, errno := pn.dirIV(untimed, s.t, d)
+	if errno != 0 {
+		return "", errno
+	}
+	if c := n.lower.Load(); c != nil && c.dir == pn && c.name == name && len(iv) > 0 && len(c.iv) > 0 && &c.iv[0] == &iv[0] {
+		return c.lower, 0
+	}
+	lower, _, errno := s.t.lowerName(untimed, pn, d, name)
+	if errno != 0 {
+		return "", errno
+	}
+	n.lower.Store(&lowerCache{dir: pn, name: name, iv: iv, lower: lower})
+	return lower, 0
 }
 
 // join appends a name to a relative path ("" is the directory itself).
