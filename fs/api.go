@@ -11,6 +11,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -120,6 +121,7 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
+	raiseReadahead(mnt, opts.MaxReadAhead, o.Log)
 	go func() {
 		// Once the last request is served, the root descriptors go.
 		srv.Wait()
@@ -271,4 +273,21 @@ func ensureRootDirIV(s *side, t *cryptTransform, readOnly bool) error {
 		return fmt.Errorf("write root directory IV: %w", errno)
 	}
 	return nil
+}
+
+// raiseReadahead sets the kernel readahead of the mount to max bytes. The
+// FUSE handshake asks for it, but the kernel caps a new mount's backing
+// device at its default (128 KiB), so sequential reads would come in
+// 128 KiB requests, eight round trips per MiB; the cap is lifted through
+// the backing device's read_ahead_kb in sysfs, which root may write.
+// Best effort: without it reads are correct, only smaller.
+func raiseReadahead(mnt string, max int, log zerolog.Logger) {
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err != nil {
+		return
+	}
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if err := os.WriteFile(p, []byte(strconv.Itoa(max/1024)), 0); err != nil {
+		log.Debug().Err(err).Str("sysfs", p).Msg("readahead stays at the kernel's default")
+	}
 }

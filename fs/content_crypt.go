@@ -191,6 +191,9 @@ func (c *cryptIO) read(a *acct, h *ioState, fd int, dst []byte, off int64) (int,
 		return 0, c.fail(h, fmt.Errorf("file of %d bytes without a header", size))
 	}
 	e0, e1 := off/extentSize, (end-1)/extentSize
+	if off%extentSize == 0 {
+		return c.readAligned(a, h, fd, dst[:end-off], e0, e1, size)
+	}
 	total := int(e1-e0)*extentSize + content.UnitSize(e1, size)
 	p, buf := getBuf(total)
 	defer putBuf(p)
@@ -210,6 +213,46 @@ func (c *cryptIO) read(a *acct, h *ioState, fd int, dst []byte, off int64) (int,
 	})
 	a.cryptoSince(t0)
 	return copy(dst, buf[off-e0*extentSize:end-e0*extentSize]), 0
+}
+
+// readAligned serves a read that starts on an extent boundary (the
+// kernel's page-cache and readahead reads): the full extents are read
+// straight into dst and decrypted there, with no bounce buffer and no
+// copy; only a last unit that is the file's tail (it carries the trailer)
+// or that dst holds only in part goes through a scratch unit.
+func (c *cryptIO) readAligned(a *acct, h *ioState, fd int, dst []byte, e0, e1, size int64) (int, syscall.Errno) {
+	k := e0 + int64(len(dst)/extentSize) - 1 // last extent dst holds whole
+	for k >= e0 && content.UnitSize(k, size) != extentSize {
+		k--
+	}
+	n := 0
+	if k >= e0 {
+		whole := dst[:int(k-e0+1)*extentSize]
+		got, err := a.pread(fd, whole, content.UnitOffset(e0))
+		if err != nil {
+			return 0, toErrno(err)
+		}
+		if got != len(whole) {
+			return 0, c.fail(h, fmt.Errorf("lower file is short at extent %d (%d of %d bytes)", e0, got, len(whole)))
+		}
+		t0 := a.now()
+		forUnits(e0, k, func(e int64) {
+			u := whole[int(e-e0)*extentSize:][:extentSize]
+			h.fc.DecryptUnit(u, u, e)
+		})
+		a.cryptoSince(t0)
+		n = len(whole)
+	}
+	if k < e1 {
+		p, scratch := getBuf(extentSize + trailer)
+		defer putBuf(p)
+		m, errno := c.readUnit(a, h, fd, k+1, size, dst[n:], scratch)
+		if errno != 0 {
+			return 0, errno
+		}
+		n += min(m, len(dst)-n)
+	}
+	return n, 0
 }
 
 func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
