@@ -96,6 +96,13 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 			Debug:        o.Debug,
 			Logger:       o.DebugLog,
 			Options:      mountOpts,
+			// Every change of a file's content goes through this daemon
+			// (LOWER is not changed behind a running mount), so the
+			// kernel's page cache of a file stays right until we say
+			// otherwise: it must not drop it whenever a GETATTR shows a
+			// new mtime (auto_inval_data), which after our own writes
+			// is every second.
+			ExplicitDataCacheControl: true,
 		},
 		// Mode 0 is a mode like any other (chmod 000), not "unset".
 		NullPermissions: true,
