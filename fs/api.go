@@ -103,6 +103,9 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 			// new mtime (auto_inval_data), which after our own writes
 			// is every second.
 			ExplicitDataCacheControl: true,
+			// Replies carry data from memory, never from a lower
+			// descriptor: nothing to splice.
+			DisableSplice: true,
 		},
 		// Mode 0 is a mode like any other (chmod 000), not "unset".
 		NullPermissions: true,

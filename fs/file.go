@@ -67,7 +67,10 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadR
 	if errno != 0 {
 		return nil, errno
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	// A vector result is written to /dev/fuse with writev straight from
+	// dest; ReadResultData would be copied into another buffer first
+	// (after a vain attempt to splice it).
+	return fuse.ReadResultVector([][]byte{dest[:n]}), 0
 }
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
