@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/cipher/names"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -267,11 +268,43 @@ func (s *side) childIn(a *acct, n *node, fd int, rel, name string) (entry, strin
 	if timed {
 		t0 = time.Now()
 	}
-	lower, long, errno := s.t.lowerName(untimed, n, s.loc(fd, rel, ""), name)
+	lower, ok := s.knownChild(n, fd, rel, name)
+	var long string
+	var errno syscall.Errno
+	if !ok {
+		lower, long, errno = s.t.lowerName(untimed, n, s.loc(fd, rel, ""), name)
+	}
 	if timed {
 		a.crypto += time.Since(t0)
 	}
 	return entry{dir: fd, name: lower, dirRel: rel}, long, errno
+}
+
+// knownChild returns the cached lower name of the child name of n when
+// the kernel still has a node for it (unlink, rmdir, rename, setattr by
+// name): no EME encryption. Long names are left to lowerName, whose
+// callers may need the full encrypted name.
+func (s *side) knownChild(n *node, fd int, rel, name string) (string, bool) {
+	if !s.t.namesCost() {
+		return "", false
+	}
+	ch := n.GetChild(name)
+	if ch == nil {
+		return "", false
+	}
+	cn, ok := ch.Operations().(*node)
+	if !ok {
+		return "", false
+	}
+	c := cn.lower.Load()
+	if c == nil || c.dir != n || c.name != name || len(c.iv) == 0 || names.IsLong(c.lower) {
+		return "", false
+	}
+	iv, errno := n.dirIV(untimed, s.t, s.loc(fd, rel, ""))
+	if errno != 0 || len(iv) == 0 || &iv[0] != &c.iv[0] {
+		return "", false
+	}
+	return c.lower, true
 }
 
 // openNode opens node n itself on side s with flags (O_NOFOLLOW is
