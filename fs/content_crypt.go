@@ -312,13 +312,24 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 			return 0, errno
 		}
 	}
-	copy(buf[off-e0*extentSize:], src)
+	// Extents the write covers whole from an extent boundary on are
+	// encrypted straight from src into buf; the rest of src is copied in
+	// first and encrypted in place.
+	direct := 0
+	if off%extentSize == 0 {
+		direct = len(src) / extentSize
+		for direct > 0 && content.UnitSize(e0+int64(direct)-1, newSize) != extentSize {
+			direct--
+		}
+	}
+	copy(buf[off-e0*extentSize+int64(direct)*extentSize:], src[direct*extentSize:])
 	// Zero the trailer of the last unit (and the empty tail unit).
 	if z := newSize - e0*extentSize; z < int64(len(buf)) {
 		clear(buf[z:])
 	}
 
 	t0 := a.now()
+	lastDirect := e0 + int64(direct) - 1
 	forRuns(e0, e1, func(first, last int64) {
 		// Full extents of the run go side by side; a tail unit (the
 		// file's last extent) alone.
@@ -327,6 +338,11 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 			u = u[:content.UnitSize(last, newSize)]
 			h.fc.EncryptUnit(u, u, last)
 			last--
+		}
+		if d := min(last, lastDirect); d >= first {
+			lo, hi := int(first-e0)*extentSize, int(d+1-e0)*extentSize
+			h.fc.EncryptExtentsTo(buf[lo:hi], src[lo:hi], first)
+			first = d + 1
 		}
 		if last >= first {
 			h.fc.EncryptExtents(buf[int(first-e0)*extentSize:int(last+1-e0)*extentSize], first)

@@ -240,6 +240,20 @@ func (f *FileCipher) EncryptExtents(buf []byte, extentNo int64) {
 	}
 }
 
+// EncryptExtentsTo encrypts the full extents of src (a multiple of
+// ExtentSize long) numbered from extentNo on into dst, which must not
+// overlap src unless it is src: a write's plaintext goes straight into the
+// buffer for the lower file, with no copy first.
+func (f *FileCipher) EncryptExtentsTo(dst, src []byte, extentNo int64) {
+	if m, ok := f.c.(sector.MultiCipher); ok {
+		m.EncryptSectors(dst[:len(src)], src, ExtentSize, uint64(extentNo))
+		return
+	}
+	for i := 0; i < len(src); i += ExtentSize {
+		f.c.Encrypt(dst[i:i+ExtentSize], src[i:i+ExtentSize], uint64(extentNo)+uint64(i/ExtentSize))
+	}
+}
+
 // DecryptUnit decrypts one stored unit into dst. An all-zero unit is a hole
 // and decrypts to zeros without touching the cipher.
 func (f *FileCipher) DecryptUnit(dst, src []byte, extentNo int64) {

@@ -184,3 +184,47 @@ func TestHoleCostsNoCrypto(t *testing.T) {
 		t.Fatalf("a unit with one non-zero byte was not decrypted")
 	}
 }
+
+// TestEncryptExtentsTo: encrypting out of place gives the same ciphertext
+// as in place, leaves the source alone, and matches one unit at a time.
+func TestEncryptExtentsTo(t *testing.T) {
+	for _, c := range []struct {
+		spec string
+		kb   int
+	}{{"aes-xts-plain64", 64}, {"aes-xts-plain64", 32}, {"aes-cbc-essiv:sha256", 32}, {"aes-cbc-essiv:sha256", 16}} {
+		master := bytes.Repeat([]byte{7}, 64)
+		e, err := NewEngine(c.spec, c.kb, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := e.NewHeader()
+		fc, err := e.FileCipher(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 3, 64, 256} {
+			src := make([]byte, n*ExtentSize)
+			for i := range src {
+				src[i] = byte(i*7 + i/4096)
+			}
+			orig := append([]byte(nil), src...)
+			inPlace := append([]byte(nil), src...)
+			fc.EncryptExtents(inPlace, 11)
+			dst := make([]byte, len(src))
+			fc.EncryptExtentsTo(dst, src, 11)
+			if !bytes.Equal(dst, inPlace) {
+				t.Fatalf("%s/%d, %d extents: out of place differs from in place", c.spec, c.kb, n)
+			}
+			if !bytes.Equal(src, orig) {
+				t.Fatalf("%s/%d: EncryptExtentsTo changed its source", c.spec, c.kb)
+			}
+			for i := 0; i < n; i++ {
+				u := make([]byte, ExtentSize)
+				fc.EncryptUnit(u, orig[i*ExtentSize:(i+1)*ExtentSize], int64(11+i))
+				if !bytes.Equal(u, dst[i*ExtentSize:(i+1)*ExtentSize]) {
+					t.Fatalf("%s/%d: extent %d differs from EncryptUnit", c.spec, c.kb, i)
+				}
+			}
+		}
+	}
+}
