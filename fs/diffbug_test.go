@@ -53,8 +53,8 @@ func (w *forgetWatch) Forget(nodeid, nlookup uint64) {
 	}
 }
 
-// mountWatched mounts tm as Mount does, but keeps the root node, so that the test can send notifications to the kernel,
-// and watches FORGETs.
+// mountWatched mounts tm as Mount does, but keeps the root node, so that
+// the test can send notifications to the kernel, and watches FORGETs.
 func mountWatched(t *testing.T, tm *testMount) (*root, *forgetWatch) {
 	t.Helper()
 	requireFUSE(t)
@@ -70,20 +70,7 @@ func mountWatched(t *testing.T, tm *testMount) (*root, *forgetWatch) {
 	if err != nil {
 		t.Fatalf("mount %s: %v", tm.mnt, err)
 	}
-	tm.srv = srv
-	t.Cleanup(func() {
-		if tm.unmounted {
-			return
-		}
-		var err error
-		for i := 0; i < 50; i++ {
-			if err = srv.Unmount(); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("unmount %s: %v", tm.mnt, err)
-	})
+	tm.served(t, srv)
 	return r, w
 }
 

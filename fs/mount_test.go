@@ -131,6 +131,12 @@ func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
 	if err := srv.WaitMount(); err != nil {
 		t.Fatalf("WaitMount: %v", err)
 	}
+	tm.served(t, srv)
+}
+
+// served records srv as tm's server and unmounts it at cleanup (unless the
+// test did), retrying while the mount is busy.
+func (tm *testMount) served(t testing.TB, srv *fuse.Server) {
 	tm.srv = srv
 	t.Cleanup(func() {
 		if tm.unmounted {
@@ -139,13 +145,11 @@ func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
 		var err error
 		for i := 0; i < 50; i++ {
 			if err = srv.Unmount(); err == nil {
-				break
+				return
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if err != nil {
-			t.Errorf("unmount %s: %v", tm.mnt, err)
-		}
+		t.Errorf("unmount %s: %v", tm.mnt, err)
 	})
 }
 
