@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -168,7 +169,13 @@ func (p *mountPlan) unlock(pass []byte) (*keys.Locked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unlock %s: %w", p.lower, err)
 	}
-	return keys.LockedCopy(key), nil
+	lk := keys.LockedCopy(key)
+	// The KDF's working memory (argon2: 64 MiB by default) and the copies
+	// of the passphrase its hash functions keep in their own state are
+	// garbage now: collect them and give the pages back to the system
+	// rather than leave them in a long-running daemon's heap.
+	debug.FreeOSMemory()
+	return lk, nil
 }
 
 func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
