@@ -401,22 +401,7 @@ func TestFaultReadOnlyLower(t *testing.T) {
 			t.Skipf("cannot bind mount here: %v", err)
 		}
 		// Registered before the FUSE mount: runs after its unmount.
-		t.Cleanup(func() {
-			// The FUSE server closes its descriptor of LOWER's root when
-			// its serve loop has ended, just after the unmount: the bind
-			// mount may be busy for a moment.
-			var err error
-			for i := 0; i < 50; i++ {
-				if err = syscall.Unmount(ro, 0); err != syscall.EBUSY {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				t.Errorf("unmount bind %s: %v", ro, err)
-				syscall.Unmount(ro, syscall.MNT_DETACH)
-			}
-		})
+		t.Cleanup(func() { unmountBusy(t, ro) })
 		binds = append(binds, ro)
 		return ro
 	})
@@ -1157,12 +1142,7 @@ func TestFaultENOSPCRecovery(t *testing.T) {
 		if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=2m"); err != nil {
 			t.Skipf("cannot mount a tmpfs here: %v", err)
 		}
-		t.Cleanup(func() {
-			if err := syscall.Unmount(small, 0); err != nil {
-				t.Errorf("unmount %s: %v", small, err)
-				syscall.Unmount(small, syscall.MNT_DETACH)
-			}
-		})
+		t.Cleanup(func() { unmountBusy(t, small) })
 		ents, err := os.ReadDir(lower)
 		must(t, err)
 		for _, e := range ents {
@@ -1252,5 +1232,23 @@ func TestFaultENOSPCRecovery(t *testing.T) {
 		if e, _ := et.get("fill-write", ft.name); e != syscall.ENOSPC {
 			t.Errorf("%s: filling the disk gives %s, want ENOSPC", ft.name, faultErrnoName(e))
 		}
+	}
+}
+
+// unmountBusy unmounts a lower filesystem a FUSE mount of this test stood
+// on. The FUSE server closes its descriptor of LOWER's root when its serve
+// loop has ended, just after its unmount: the lower mount may be busy for
+// a moment.
+func unmountBusy(t *testing.T, dir string) {
+	var err error
+	for i := 0; i < 100; i++ {
+		if err = syscall.Unmount(dir, 0); err != syscall.EBUSY {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Errorf("unmount %s: %v", dir, err)
+		syscall.Unmount(dir, syscall.MNT_DETACH)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -303,6 +304,8 @@ func formatBytes(n int64) string {
 // to summary as it is, not through the logger, which would make a log
 // line of every cell.
 func serveBlockdev(plan *blockdevPlan, vol *luks.Volume, log zerolog.Logger, summary io.Writer, ready func()) error {
+	sigs := catchSignals()
+	defer signal.Stop(sigs)
 	in, err := startInstrument(plan.f.instr, plan.mnt, log)
 	if err != nil {
 		return err
@@ -322,7 +325,7 @@ func serveBlockdev(plan *blockdevPlan, vol *luks.Volume, log zerolog.Logger, sum
 		}
 		return mountFailedErrorf("serve %s at %s: %w", plan.image, plan.mnt, err)
 	}
-	serveUntilUnmounted(srv, plan.mnt, in, log, ready)
+	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
 	return in.stop(summary, plan.f.quiet)
 }
 

@@ -240,6 +240,8 @@ func (p *mountPlan) describe() string {
 // serve mounts, calls ready, and blocks until the filesystem is unmounted,
 // by SIGINT/SIGTERM or from outside.
 func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, log zerolog.Logger, ready func()) error {
+	sigs := catchSignals()
+	defer signal.Stop(sigs)
 	in, err := startInstrument(plan.instr, plan.mnt, log)
 	if err != nil {
 		return err
@@ -260,18 +262,26 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
 	}
-	serveUntilUnmounted(srv, plan.mnt, in, log, ready)
+	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
 	// The summary goes where the log goes: stderr in the foreground, the
 	// --log file (or nowhere) in the background.
 	return in.stop(logOut, f.quiet)
 }
 
-// serveUntilUnmounted opens the stats socket, reports ready and blocks
-// until the filesystem is unmounted, by SIGINT/SIGTERM or from outside.
-func serveUntilUnmounted(srv *fuse.Server, mnt string, in *instrument, log zerolog.Logger, ready func()) {
+// catchSignals starts catching SIGINT and SIGTERM. It is called before
+// mounting: the mount point appears (and may be signalled about) before
+// the server is handed to serveUntilUnmounted, and an uncaught SIGINT in
+// that window would kill the process and leave the mount dead. A signal
+// that arrives early waits in the channel.
+func catchSignals() chan os.Signal {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	return sigs
+}
+
+// serveUntilUnmounted opens the stats socket, reports ready and blocks
+// until the filesystem is unmounted, by a signal on sigs or from outside.
+func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mnt string, in *instrument, log zerolog.Logger, ready func()) {
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
