@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twincrypt/twincrypt/measure"
+	"github.com/twincrypt/twincrypt/measure/control"
 )
 
 // TestStatsAndOpLog mounts in the background with an op log, mirror mode
@@ -153,9 +154,17 @@ func TestKilledDaemonLeavesValidOpLog(t *testing.T) {
 	if len(lines) == 0 {
 		t.Fatal("no op log lines survived the kill")
 	}
-	// The dead mount is removed by the CLI.
+	// The dead mount is removed by the CLI, and with it the stats socket
+	// the killed daemon could not remove.
+	sock := control.SocketPath(mnt)
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("the killed daemon's socket %s: %v (the check below would prove nothing)", sock, err)
+	}
 	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount of a dead mount")
 	if isMounted(t, mnt) {
 		t.Error("dead mount still present")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("stale socket %s still there after umount: %v", sock, err)
 	}
 }

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/measure/control"
 )
 
 func newUmountCmd() *cobra.Command {
@@ -38,6 +43,32 @@ the kernel finish it when the last file is closed (umount -l, fusermount -z).`,
 // unmountPath unmounts the mount at mntArg, refusing paths that are not
 // mount points (a typo must not unmount the parent filesystem).
 func unmountPath(mntArg string, lazy bool) error {
+	err := unmountOnly(mntArg, lazy)
+	if err == nil {
+		removeStaleSocket(mntArg)
+	}
+	return err
+}
+
+// removeStaleSocket removes the stats socket of the mount at mnt when no
+// daemon answers on it any more (one killed with SIGKILL could not remove
+// it). A live daemon removes its own when it exits.
+func removeStaleSocket(mnt string) {
+	if m, err := cleanMountPath(mnt); err == nil {
+		mnt = m
+	}
+	p := control.SocketPath(mnt)
+	c, err := net.DialTimeout("unix", p, time.Second)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		os.Remove(p)
+	}
+}
+
+func unmountOnly(mntArg string, lazy bool) error {
 	mnt, err := cleanMountPath(mntArg)
 	if err != nil {
 		return mountpointErrorf("%s: %w", mntArg, err)
