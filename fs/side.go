@@ -125,6 +125,12 @@ type lowerCache struct {
 	lower string
 }
 
+// valid reports whether c was computed for the entry name of dir under
+// dir's current IV iv.
+func (c *lowerCache) valid(dir *node, name string, iv []byte) bool {
+	return c != nil && c.dir == dir && c.name == name && len(iv) > 0 && len(c.iv) > 0 && &c.iv[0] == &iv[0]
+}
+
 // nodeName returns the lower name of node n, the entry name of directory
 // pn (at dirRel). With encrypted names every operation rebuilds the whole
 // lower path, one EME encryption per component: the result is cached in
@@ -142,7 +148,7 @@ func (s *side) nodeName(pn, n *node, dirRel, name string) (string, syscall.Errno
 	if errno != 0 {
 		return "", errno
 	}
-	if c := n.lower.Load(); c != nil && c.dir == pn && c.name == name && len(iv) > 0 && len(c.iv) > 0 && &c.iv[0] == &iv[0] {
+	if c := n.lower.Load(); c.valid(pn, name, iv) {
 		return c.lower, 0
 	}
 	lower, _, errno := s.t.lowerName(untimed, pn, d, name)
@@ -297,11 +303,11 @@ func (s *side) knownChild(n *node, fd int, rel, name string) (string, bool) {
 		return "", false
 	}
 	c := cn.lower.Load()
-	if c == nil || c.dir != n || c.name != name || len(c.iv) == 0 || names.IsLong(c.lower) {
+	if c == nil || names.IsLong(c.lower) {
 		return "", false
 	}
 	iv, errno := n.dirIV(untimed, s.t, s.loc(fd, rel, ""))
-	if errno != 0 || len(iv) == 0 || &iv[0] != &c.iv[0] {
+	if errno != 0 || !c.valid(n, name, iv) {
 		return "", false
 	}
 	return c.lower, true
