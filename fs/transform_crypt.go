@@ -104,15 +104,14 @@ func (t *cryptTransform) plainName(a *acct, dir *node, d dirLoc, lower string) (
 	cName := lower
 	if names.IsLong(lower) {
 		t0 := a.now()
-		b, err := readSmallFile(d.fd, d.file(lower+names.LongSuffix), 4096)
+		b, err := readSmallFile(d.fd, d.file(lower+names.LongSuffix), names.MaxSidecarSize)
 		a.lowerSince(t0)
 		if err != nil {
 			t.log.Warn().Str("lower", d.show(lower)).Err(err).Msg("long name without a readable sidecar; entry hidden")
 			return "", false
 		}
-		cName = string(b)
-		if l, _ := names.Lower(cName); l != lower {
-			t.log.Warn().Str("lower", d.show(lower)).Msg("long-name sidecar does not match its entry; entry hidden")
+		if cName, err = names.LongName(lower, b); err != nil {
+			t.log.Warn().Str("lower", d.show(lower)).Err(err).Msg("long-name sidecar does not match its entry; entry hidden")
 			return "", false
 		}
 	}

@@ -314,8 +314,7 @@ func (c *checker) decodeName(e *entry, dfd int, iv []byte, present map[string]bo
 			e.add(SidecarDamaged, fmt.Sprintf("sidecar %s is longer than %d bytes; the mount hides the entry", side, maxSidecar), true)
 			return ""
 		}
-		cName = string(b)
-		if l, _ := names.Lower(cName); l != e.name {
+		if cName, err = names.LongName(e.name, b); err != nil {
 			e.add(SidecarMismatch, "the name in sidecar "+side+" does not hash to its entry; the mount hides the entry", true)
 			return ""
 		}
