@@ -11,13 +11,11 @@ package main
 // hidden child flag), with the child re-executed as "blockdev open".
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -358,60 +356,15 @@ func blockdevChildArgs(p *blockdevPlan) []string {
 // startBlockdevBackground starts the child, hands it the passphrase and
 // waits for its readiness line (see mount_background.go).
 func startBlockdevBackground(cmd *cobra.Command, p *blockdevPlan, pass []byte) error {
-	exe, err := os.Executable()
+	pid, desc, err := startChild(blockdevChildArgs(p), p.f.logFile, pass, "background process exited before the volume was served")
 	if err != nil {
-		return fmt.Errorf("background: find own executable: %w", err)
+		return err
 	}
-	passR, passW, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("background: %w", err)
+	if !p.f.quiet {
+		fmt.Fprintf(cmd.OutOrStdout(), "Opened %s at %s (%s) in the background, pid %d.\nAttach it with 'losetup --find --show %s'; close with 'twincrypt blockdev close %s'.\n",
+			p.image, p.volumePath(), desc, pid, p.volumePath(), p.mnt)
 	}
-	defer passR.Close()
-	defer passW.Close()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("background: %w", err)
-	}
-	defer readyR.Close()
-	defer readyW.Close()
-
-	child := exec.Command(exe, blockdevChildArgs(p)...)
-	child.Dir = "/"
-	child.Stdin = passR
-	child.ExtraFiles = []*os.File{readyW}
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if p.f.logFile != "" {
-		logOut, closeLog, err := openLog(p.f.logFile, nil)
-		if err != nil {
-			return err
-		}
-		defer closeLog()
-		child.Stdout, child.Stderr = logOut, logOut
-	}
-	if err := child.Start(); err != nil {
-		return fmt.Errorf("background: start %s: %w", exe, err)
-	}
-	passR.Close()
-	readyW.Close()
-	_, _ = passW.Write(pass)
-	passW.Close()
-
-	line, _ := bufio.NewReader(io.LimitReader(readyR, 4096)).ReadString('\n')
-	line = strings.TrimRight(line, "\n")
-	if rest, ok := strings.CutPrefix(line, "ok "); ok || line == "ok" {
-		pid := child.Process.Pid
-		_ = child.Process.Release()
-		if !p.f.quiet {
-			fmt.Fprintf(cmd.OutOrStdout(), "Opened %s at %s (%s) in the background, pid %d.\nAttach it with 'losetup --find --show %s'; close with 'twincrypt blockdev close %s'.\n",
-				p.image, p.volumePath(), rest, pid, p.volumePath(), p.mnt)
-		}
-		return nil
-	}
-	waitErr := child.Wait()
-	if code, msg, ok := parseChildError(line); ok {
-		return &codedError{code: code, msg: msg}
-	}
-	return mountFailedErrorf("background process exited before the volume was served (%v)", waitErr)
+	return nil
 }
 
 // runBlockdevChild is the background process: it validates again, unlocks

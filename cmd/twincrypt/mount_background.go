@@ -52,38 +52,56 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 // startBackground starts the child, hands it the passphrase and waits for
 // its readiness line.
 func startBackground(cmd *cobra.Command, f mountFlags, plan *mountPlan, pass []byte) error {
+	pid, _, err := startChild(childArgs(f, plan), f.logFile, pass, "background mount process exited before the mount was ready")
+	if err != nil {
+		return err
+	}
+	if !f.quiet {
+		fmt.Fprintf(cmd.OutOrStdout(), "Mounted %s at %s (%s) in the background, pid %d.\n",
+			plan.lower, plan.mnt, plan.describe(), pid)
+	}
+	return nil
+}
+
+// startChild starts this binary with args as a background process in its
+// own session, output to logFile (or nowhere), hands it pass on stdin and
+// waits for its readiness line on fd 3: "ok" (with an optional detail
+// after a space) or "err <code> <message>". It returns the child's pid and
+// the detail; failed says what to report when the child dies without a
+// line.
+func startChild(args []string, logFile string, pass []byte, failed string) (int, string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("background: find own executable: %w", err)
+		return 0, "", fmt.Errorf("background: find own executable: %w", err)
 	}
 	passR, passW, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("background: %w", err)
+		return 0, "", fmt.Errorf("background: %w", err)
 	}
 	defer passR.Close()
 	defer passW.Close()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("background: %w", err)
+		return 0, "", fmt.Errorf("background: %w", err)
 	}
 	defer readyR.Close()
 	defer readyW.Close()
 
-	child := exec.Command(exe, childArgs(f, plan)...)
+	child := exec.Command(exe, args...)
 	child.Dir = "/"
 	child.Stdin = passR
 	child.ExtraFiles = []*os.File{readyW}
 	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if f.logFile != "" {
-		logOut, closeLog, err := openLog(f.logFile, nil)
+	if logFile != "" {
+		logOut, closeLog, err := openLog(logFile, nil)
 		if err != nil {
-			return err
+			return 0, "", err
 		}
 		defer closeLog()
 		child.Stdout, child.Stderr = logOut, logOut
 	}
 	if err := child.Start(); err != nil {
-		return fmt.Errorf("background: start %s: %w", exe, err)
+		return 0, "", fmt.Errorf("background: start %s: %w", exe, err)
 	}
 	// Drop the parent's copies of the child's ends, so that EOF on readyR
 	// means the child is gone.
@@ -95,20 +113,16 @@ func startBackground(cmd *cobra.Command, f mountFlags, plan *mountPlan, pass []b
 
 	line, _ := bufio.NewReader(io.LimitReader(readyR, 4096)).ReadString('\n')
 	line = strings.TrimRight(line, "\n")
-	if line == "ok" {
+	if detail, ok := strings.CutPrefix(line, "ok "); ok || line == "ok" {
 		pid := child.Process.Pid
 		_ = child.Process.Release()
-		if !f.quiet {
-			fmt.Fprintf(cmd.OutOrStdout(), "Mounted %s at %s (%s) in the background, pid %d.\n",
-				plan.lower, plan.mnt, plan.describe(), pid)
-		}
-		return nil
+		return pid, detail, nil
 	}
 	waitErr := child.Wait()
 	if code, msg, ok := parseChildError(line); ok {
-		return &codedError{code: code, msg: msg}
+		return 0, "", &codedError{code: code, msg: msg}
 	}
-	return mountFailedErrorf("background mount process exited before the mount was ready (%v)", waitErr)
+	return 0, "", mountFailedErrorf("%s (%v)", failed, waitErr)
 }
 
 // parseChildError parses "err <code> <message>".
