@@ -537,13 +537,16 @@ func faultKillAt(t *testing.T, cmd *exec.Cmd, progress <-chan int, stderr *bytes
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// Read every progress line before Wait: Wait closes the pipe, and
+	// lines still in it would be lost, so that the writer would seem to
+	// have done less than it had.
+	for n := range progress {
+		last = n
+	}
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Errorf("writer did not die of SIGKILL: %v (%s)", err, stderr.String())
-	}
-	for n := range progress {
-		last = n
 	}
 	return last
 }
@@ -552,9 +555,18 @@ func faultKillAt(t *testing.T, cmd *exec.Cmd, progress <-chan int, stderr *bytes
 // random moment: one writing a big file in large sequential writes, one
 // appending records (open, write, close each). Afterwards the file reads
 // end to end and is exactly a prefix of what the writer was writing (at
-// least everything it saw acknowledged; for the appender whole records
-// only), the neighbours are unchanged, and the mount unmounts without
-// --lazy (no handle left behind).
+// least everything it saw acknowledged), the neighbours are unchanged, and
+// the mount unmounts without --lazy (no handle left behind).
+//
+// What Linux promises for the record being written at the kill is less
+// than "whole records only": a write(2) that a fatal signal interrupts may
+// be cut short at a page boundary (generic_perform_write on a native
+// filesystem checks for one between pages, and FUSE sends a write that
+// starts in a partial, not up-to-date page as two requests split at the
+// page boundary, so that a kill between them leaves the first). So the
+// file may end inside the record being written, but only at a page
+// boundary, and that record may only be the one after the last
+// acknowledged. A native directory runs the same writers as the oracle.
 func TestFaultClientKilledMidWrite(t *testing.T) {
 	requireFUSE(t)
 	seed := uint64(time.Now().UnixNano())
@@ -570,13 +582,23 @@ func TestFaultClientKilledMidWrite(t *testing.T) {
 		stream = append(stream, faultRecord(i)...)
 		bounds = append(bounds, len(stream))
 	}
-	for _, name := range []string{"xts", "cbc", "twin"} {
-		m := mountFaultVariant(t, name)
-		faultNeighbours(t, m.mnt)
-		before := faultTreeSums(t, m.mnt)
+	pageSize := os.Getpagesize()
+	for _, name := range []string{"native", "xts", "cbc", "twin"} {
+		var m *faultMount
+		mnt := filepath.Join(tempDir(t), "native")
+		if name == "native" {
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			m = mountFaultVariant(t, name)
+			mnt = m.mnt
+		}
+		faultNeighbours(t, mnt)
+		before := faultTreeSums(t, mnt)
 		for round := 0; round < 2; round++ {
 			// The big file.
-			p := filepath.Join(m.mnt, "big")
+			p := filepath.Join(mnt, "big")
 			cmd, progress, stderr := startFaultHelper(t, "big", p)
 			acked := faultKillAt(t, cmd, progress, stderr, 1<<20+rng.IntN(16<<20), rng)
 			got, err := os.ReadFile(p)
@@ -592,29 +614,34 @@ func TestFaultClientKilledMidWrite(t *testing.T) {
 				t.Logf("%s round %d: big writer killed with %d bytes acknowledged, file has %d", name, round, acked, len(got))
 			}
 			// The appender.
-			p = filepath.Join(m.mnt, "dir", "log")
+			p = filepath.Join(mnt, "dir", "log")
 			cmd, progress, stderr = startFaultHelper(t, "append", p)
 			records := faultKillAt(t, cmd, progress, stderr, 20+rng.IntN(300), rng)
 			got, err = os.ReadFile(p)
-			i := sort.SearchInts(bounds, len(got))
-			n := i + 1 // records in the file
-			if len(got) == 0 {
-				i, n = 0, 0
+			n := sort.SearchInts(bounds, len(got)+1) // whole records in the file
+			whole := 0                               // their bytes
+			if n > 0 {
+				whole = bounds[n-1]
 			}
+			torn := len(got) != whole
 			switch {
 			case err != nil:
 				t.Errorf("%s: read of the killed appender's file: %v", name, err)
 			case len(got) > len(stream) || !bytes.Equal(got, stream[:len(got)]):
 				t.Errorf("%s: appended file of %d bytes is not a prefix of the records", name, len(got))
-			case len(got) > 0 && bounds[i] != len(got):
-				t.Errorf("%s: appended file of %d bytes ends inside a record", name, len(got))
+			case torn && len(got)%pageSize != 0:
+				t.Errorf("%s: appended file of %d bytes ends inside a record, not at a page boundary", name, len(got))
+			case torn && n != records:
+				t.Errorf("%s: appended file ends inside record %d, the appender saw %d acknowledged", name, n, records)
 			case n < records || n > records+1:
 				t.Errorf("%s: appended file has %d records, the appender saw %d acknowledged", name, n, records)
+			case torn:
+				t.Logf("%s round %d: appender killed after %d records acknowledged, file has %d and %d bytes of the next (cut at a page boundary)", name, round, records, n, len(got)-whole)
 			default:
 				t.Logf("%s round %d: appender killed after %d records acknowledged, file has %d", name, round, records, n)
 			}
 			// The files can be written on.
-			if err := os.WriteFile(filepath.Join(m.mnt, "big"), []byte("rewritten"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(mnt, "big"), []byte("rewritten"), 0o644); err != nil {
 				t.Errorf("%s: rewrite after the kill: %v", name, err)
 			}
 			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
@@ -625,10 +652,12 @@ func TestFaultClientKilledMidWrite(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s: append after the kill: %v", name, err)
 			}
-			os.Remove(filepath.Join(m.mnt, "big"))
+			os.Remove(filepath.Join(mnt, "big"))
 			os.Remove(p)
 		}
-		faultCompareSums(t, name+" neighbours of the killed writers", before, faultTreeSums(t, m.mnt))
-		m.finish(t)
+		faultCompareSums(t, name+" neighbours of the killed writers", before, faultTreeSums(t, mnt))
+		if m != nil {
+			m.finish(t)
+		}
 	}
 }
