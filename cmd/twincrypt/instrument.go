@@ -147,6 +147,12 @@ func (in *instrument) listen(mnt string) {
 		return
 	}
 	s, err := control.Listen(mnt, in.snapshot)
+	if errors.Is(err, control.ErrUnsafeDir) {
+		// The message says it all: "... is a symlink ...: refusing it;
+		// live stats off".
+		in.log.Warn().Msg(err.Error())
+		return
+	}
 	if err != nil {
 		in.log.Warn().Err(err).Msg("no live stats for this mount")
 		return

@@ -24,6 +24,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/measure/control"
 )
 
 // readyFD is the readiness pipe's descriptor in the child (ExtraFiles[0]).
@@ -52,6 +54,12 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 // startBackground starts the child, hands it the passphrase and waits for
 // its readiness line.
 func startBackground(cmd *cobra.Command, f mountFlags, plan *mountPlan, pass []byte) error {
+	if !f.instr.noStats {
+		// The child would only log this where nobody may look.
+		if err := control.CheckDir(); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "twincrypt: warning: %v\n", err)
+		}
+	}
 	pid, _, err := startChild(childArgs(f, plan), f.logFile, pass, "background mount process exited before the mount was ready")
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ user and root.`,
 					if errors.Is(err, control.ErrNoDaemon) {
 						return &classifiedError{class: errMountpoint, err: fmt.Errorf("%s: %w", args[0], err)}
 					}
-					return err
+					return fmt.Errorf("stats of %s: %w", args[0], err)
 				}
 				out := cmd.OutOrStdout()
 				if asJSON {

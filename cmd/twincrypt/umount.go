@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -51,21 +48,13 @@ func unmountPath(mntArg string, lazy bool) error {
 }
 
 // removeStaleSocket removes the stats socket of the mount at mnt when no
-// daemon answers on it any more (one killed with SIGKILL could not remove
-// it). A live daemon removes its own when it exits.
+// daemon answers on it (one killed with SIGKILL could not remove it). A
+// live daemon removes its own when it exits.
 func removeStaleSocket(mnt string) {
 	if m, err := cleanMountPath(mnt); err == nil {
 		mnt = m
 	}
-	p := control.SocketPath(mnt)
-	c, err := net.DialTimeout("unix", p, time.Second)
-	if err == nil {
-		c.Close()
-		return
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		os.Remove(p)
-	}
+	control.RemoveStale(mnt)
 }
 
 func unmountOnly(mntArg string, lazy bool) error {

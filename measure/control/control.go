@@ -4,9 +4,11 @@
 // The socket of the mount at MNT lives at SocketPath(MNT):
 // $XDG_RUNTIME_DIR/twincrypt/ (or /run/twincrypt as root, or
 // $TMPDIR/twincrypt-UID when neither exists), named after a hash of
-// the mount point's absolute path. The directory is 0700 and the socket
-// 0600, and the server also checks the peer's credentials (SO_PEERCRED):
-// only the daemon's own user and root get an answer.
+// the mount point's absolute path. The directory must be the daemon
+// user's own, mode 0700, and not a symlink (checked without following it;
+// anything else is refused and live stats are off), the socket is 0600,
+// and the server also checks the peer's credentials (SO_PEERCRED): only
+// the daemon's own user and root get an answer.
 //
 // The protocol is one request line ("stats\n") and one JSON answer.
 package control
@@ -30,8 +32,20 @@ import (
 	"github.com/twincrypt/twincrypt/measure"
 )
 
-// ErrNoDaemon means nothing answers on the mount's socket.
-var ErrNoDaemon = errors.New("no twincrypt daemon answers for this mount point")
+var (
+	// ErrNoDaemon means nothing answers on the mount's socket.
+	ErrNoDaemon = errors.New("no twincrypt daemon answers for this mount point")
+	// ErrPermission means a socket is there but this user may not use it:
+	// the daemon runs as another user.
+	ErrPermission = errors.New("permission denied (the daemon runs as another user; only that user and root may read its stats)")
+	// ErrUnsafeDir means the socket directory is not one this user made
+	// for itself (a symlink, another user's, or open to others): it is
+	// refused and live stats are off.
+	ErrUnsafeDir = errors.New("refusing it; live stats off")
+)
+
+// errRefused is the server's answer to a peer of another user.
+const errRefused = "permission denied"
 
 // Dir returns the directory that holds the sockets of this user.
 func Dir() string {
@@ -57,37 +71,106 @@ func SocketPath(mnt string) string {
 // Server answers stats requests for one mount.
 type Server struct {
 	ln   *net.UnixListener
+	dir  *os.File // the checked socket directory, held open
+	name string   // the socket's name in dir
 	path string
 	snap func() measure.Snapshot
 	wg   sync.WaitGroup
 }
 
+// openDir opens the socket directory dir, creating it (0700) if it does
+// not exist, and checks it without following symlinks: a directory of our
+// own (euid), with no group or other permission bits. With
+// XDG_RUNTIME_DIR unset the directory is in /tmp, where another user may
+// have planted a symlink or a directory of their own under its name; both
+// are refused, and nothing we did not create is ever chmod-ed.
+func openDir(dir string, create bool) (*os.File, error) {
+	created := false
+	if create {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return nil, fmt.Errorf("stats socket directory: %w", err)
+		}
+		err := unix.Mkdir(dir, 0o700)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("stats socket directory %s: %w", dir, err)
+		}
+		created = err == nil
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		var st unix.Stat_t
+		if lerr := unix.Lstat(dir, &st); lerr == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil, fmt.Errorf("stats socket directory %s is a symlink (owned by uid %d): %w", dir, st.Uid, ErrUnsafeDir)
+		} else if lerr == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nil, fmt.Errorf("stats socket directory %s is not a directory: %w", dir, ErrUnsafeDir)
+		}
+		return nil, fmt.Errorf("stats socket directory %s: %w", dir, err)
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stats socket directory %s: %w", dir, err)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, fmt.Errorf("stats socket directory %s is owned by uid %d, not %d: %w", dir, st.Uid, os.Geteuid(), ErrUnsafeDir)
+	}
+	if perm := st.Mode & 0o7777; perm != 0o700 {
+		// Only a directory we have just made (under a strange umask) is
+		// ours to fix.
+		if !created || unix.Fchmod(fd, 0o700) != nil {
+			f.Close()
+			return nil, fmt.Errorf("stats socket directory %s has mode %04o, want 0700: %w", dir, perm, ErrUnsafeDir)
+		}
+	}
+	return f, nil
+}
+
+// inDir is a path that names name inside the open directory dir through
+// /proc/self/fd, so that bind and connect reach the checked directory even
+// if its path were swapped afterwards. Without /proc it is the plain path.
+func inDir(dir *os.File, name string) string {
+	p := "/proc/self/fd/" + strconv.Itoa(int(dir.Fd())) + "/" + name
+	if _, err := os.Stat(filepath.Dir(p)); err != nil {
+		return filepath.Join(dir.Name(), name)
+	}
+	return p
+}
+
 // Listen creates the socket for mnt; snap is called for every request.
+// It refuses (with ErrUnsafeDir) a socket directory that is not ours.
 func Listen(mnt string, snap func() measure.Snapshot) (*Server, error) {
 	path := SocketPath(mnt)
-	if err := os.MkdirAll(filepath.Dir(path), 0700); err != nil {
-		return nil, fmt.Errorf("control socket directory: %w", err)
-	}
-	if err := os.Chmod(filepath.Dir(path), 0700); err != nil {
-		return nil, fmt.Errorf("control socket directory: %w", err)
-	}
-	// A socket left by a daemon that was killed: remove it if dead.
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("control socket %s: another daemon serves this mount point", path)
-	}
-	os.Remove(path)
-	old := unix.Umask(0177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
+	dir, err := openDir(filepath.Dir(path), true)
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	if err := os.Chmod(path, 0600); err != nil {
-		ln.Close()
 		return nil, err
 	}
-	s := &Server{ln: ln, path: path, snap: snap}
+	name := filepath.Base(path)
+	bindPath := inDir(dir, name)
+	// A socket left by a daemon that was killed: remove it if dead.
+	if c, err := net.DialTimeout("unix", bindPath, 200*time.Millisecond); err == nil {
+		c.Close()
+		dir.Close()
+		return nil, fmt.Errorf("control socket %s: another daemon serves this mount point", path)
+	}
+	unix.Unlinkat(int(dir.Fd()), name, 0)
+	old := unix.Umask(0177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bindPath, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	// Close unlinks through the directory descriptor, not by path.
+	ln.SetUnlinkOnClose(false)
+	if err := unix.Fchmodat(int(dir.Fd()), name, 0o600, 0); err != nil {
+		ln.Close()
+		unix.Unlinkat(int(dir.Fd()), name, 0)
+		dir.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	s := &Server{ln: ln, dir: dir, name: name, path: path, snap: snap}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -111,6 +194,7 @@ func (s *Server) answer(c *net.UnixConn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if !peerAllowed(c) {
+		fmt.Fprintf(c, "{\"error\":%q}\n", errRefused)
 		return
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
@@ -141,7 +225,8 @@ func peerAllowed(c *net.UnixConn) bool {
 // Close removes the socket and waits for the accept loop to end.
 func (s *Server) Close() error {
 	err := s.ln.Close()
-	os.Remove(s.path)
+	unix.Unlinkat(int(s.dir.Fd()), s.name, 0)
+	s.dir.Close()
 	s.wg.Wait()
 	return err
 }
@@ -152,6 +237,9 @@ func Query(mnt string) (measure.Snapshot, error) {
 	path := SocketPath(mnt)
 	c, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err != nil {
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return snap, fmt.Errorf("%s: %w", path, ErrPermission)
+		}
 		return snap, fmt.Errorf("%w (%s: %v)", ErrNoDaemon, path, err)
 	}
 	defer c.Close()
@@ -159,8 +247,54 @@ func Query(mnt string) (measure.Snapshot, error) {
 	if _, err := c.Write([]byte("stats\n")); err != nil {
 		return snap, err
 	}
-	if err := json.NewDecoder(c).Decode(&snap); err != nil {
-		return snap, fmt.Errorf("stats from %s: %w (refused: the daemon runs as another user?)", path, err)
+	var answer struct {
+		measure.Snapshot
+		Error string `json:"error"`
 	}
-	return snap, nil
+	if err := json.NewDecoder(c).Decode(&answer); err != nil {
+		return snap, fmt.Errorf("stats from %s: %w", path, err)
+	}
+	if answer.Error == errRefused {
+		return snap, fmt.Errorf("%s: %w", path, ErrPermission)
+	}
+	if answer.Error != "" {
+		return snap, fmt.Errorf("stats from %s: %s", path, answer.Error)
+	}
+	return answer.Snapshot, nil
+}
+
+// CheckDir reports whether this user's socket directory, if it exists
+// already, would be refused by Listen. A daemon started in the background
+// logs the refusal where nobody may look; its parent calls CheckDir to say
+// it on the terminal.
+func CheckDir() error {
+	dir, err := openDir(Dir(), false)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return dir.Close()
+}
+
+// RemoveStale removes the socket of the mount at mnt when no daemon
+// answers on it any more (one killed with SIGKILL could not remove it). A
+// socket directory that Listen would refuse is left alone.
+func RemoveStale(mnt string) {
+	path := SocketPath(mnt)
+	dir, err := openDir(filepath.Dir(path), false)
+	if err != nil {
+		return
+	}
+	defer dir.Close()
+	name := filepath.Base(path)
+	c, err := net.DialTimeout("unix", inDir(dir, name), time.Second)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if errors.Is(err, unix.ECONNREFUSED) {
+		unix.Unlinkat(int(dir.Fd()), name, 0)
+	}
 }

@@ -1,10 +1,15 @@
 package control
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/twincrypt/twincrypt/measure"
@@ -54,40 +59,243 @@ func TestQuery(t *testing.T) {
 	srv2.Close()
 }
 
-// TestOtherUserRefused connects as user nobody: the 0700 directory and
-// the 0600 socket must keep it out.
-func TestOtherUserRefused(t *testing.T) {
+// The test binary doubles as a daemon or client run as another user:
+// started with controlHelperEnv set to "listen" or "query", it acts on the
+// mount point in controlHelperEnv_MNT and prints one line.
+const controlHelperEnv = "TWINCRYPT_CONTROL_HELPER"
+
+func init() {
+	mode := os.Getenv(controlHelperEnv)
+	if mode == "" {
+		return
+	}
+	mnt := os.Getenv(controlHelperEnv + "_MNT")
+	switch mode {
+	case "listen":
+		// Listen, say so, serve until stdin closes.
+		srv, err := Listen(mnt, func() measure.Snapshot { return measure.Snapshot{Mount: "helper"} })
+		if err != nil {
+			fmt.Printf("err unsafe=%v %v\n", errors.Is(err, ErrUnsafeDir), err)
+			os.Exit(1)
+		}
+		fmt.Printf("ok %s\n", srv.Path())
+		io.Copy(io.Discard, os.Stdin)
+		srv.Close()
+	case "query":
+		snap, err := Query(mnt)
+		if err != nil {
+			fmt.Printf("err permission=%v %v\n", errors.Is(err, ErrPermission), err)
+			os.Exit(1)
+		}
+		fmt.Printf("ok %s\n", snap.Mount)
+	}
+	os.Exit(0)
+}
+
+const (
+	uidNobody = 65534 // the helper's user: owns nothing the tests made
+	uidOther  = 65533 // a third user, for the stats client
+)
+
+// otherUserBase makes a directory like /tmp (root's, 01777) that users
+// other than root may reach, and a copy of the test binary they may run.
+func otherUserBase(t *testing.T) (base, helper string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as another user")
+		t.Skip("needs root to act as other users")
 	}
-	setpriv, err1 := exec.LookPath("setpriv")
-	python, err2 := exec.LookPath("python3")
-	if err1 != nil || err2 != nil {
-		t.Skip("needs setpriv and python3 to connect as another user")
-	}
-	dir, err := os.MkdirTemp("/tmp", "tc-control-")
+	top, err := os.MkdirTemp("", "tc-control-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0755) // nobody may reach the directory, not the socket
-	t.Setenv("XDG_RUNTIME_DIR", dir)
-	mnt := t.TempDir()
-	rec := measure.NewRecorder("m")
-	srv, err := Listen(mnt, rec.Snapshot)
+	t.Cleanup(func() { os.RemoveAll(top) })
+	if err := os.Chmod(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base = filepath.Join(top, "tmp")
+	if err := os.Mkdir(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	script := "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b'stats\\n')\nd=s.recv(100)\nsys.exit(0 if d else 3)"
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", script, srv.Path())
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("user nobody read the stats socket: %s", out)
-	}
-	t.Logf("nobody refused as expected: %v", err)
-	// The same connection as the owner works.
-	if _, err := Query(mnt); err != nil {
+	b, err := os.ReadFile(exe)
+	if err != nil {
 		t.Fatal(err)
+	}
+	helper = filepath.Join(top, "helper")
+	if err := os.WriteFile(helper, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return base, helper
+}
+
+// asUser prepares the helper in mode as uid with env (XDG_RUNTIME_DIR and
+// TMPDIR cleared unless env sets them).
+func asUser(helper string, uid uint32, mode, mnt string, env ...string) *exec.Cmd {
+	cmd := exec.Command(helper)
+	cmd.Dir = "/"
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, "TMPDIR=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, controlHelperEnv+"="+mode, controlHelperEnv+"_MNT="+mnt)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	return cmd
+}
+
+func permOf(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode()
+}
+
+// TestListenRefusesUnsafeDir plants what another user could put at
+// $TMPDIR/twincrypt-UID before the daemon of user UID (nobody, with
+// XDG_RUNTIME_DIR unset) starts: a symlink to a directory of the victim's,
+// a directory of the attacker's, a directory of the victim's own that is
+// open to others. Each is refused with a message that says why, and none
+// is changed; with nothing planted the daemon serves.
+func TestListenRefusesUnsafeDir(t *testing.T) {
+	cases := []struct {
+		name  string
+		plant func(t *testing.T, dir string) (check string)
+		want  string
+	}{
+		{"symlink", func(t *testing.T, dir string) string {
+			// The link is root's, not nobody's; its target is a directory
+			// of nobody's that the daemon would chmod 0700 and fill.
+			target := filepath.Join(filepath.Dir(filepath.Dir(dir)), "victim")
+			if err := os.Mkdir(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(target, uidNobody, uidNobody); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, dir); err != nil {
+				t.Fatal(err)
+			}
+			return target
+		}, "is a symlink"},
+		{"others-directory", func(t *testing.T, dir string) string {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, "is owned by uid 0"},
+		{"open-mode", func(t *testing.T, dir string) string {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(dir, uidNobody, uidNobody); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, "has mode 0750"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			base, helper := otherUserBase(t)
+			dir := filepath.Join(base, fmt.Sprintf("twincrypt-%d", uidNobody))
+			check := c.plant(t, dir)
+			modeBefore := permOf(t, check)
+			out, err := asUser(helper, uidNobody, "listen", "/mnt/planted", "TMPDIR="+base).CombinedOutput()
+			line := strings.TrimSpace(string(out))
+			if err == nil || !strings.HasPrefix(line, "err unsafe=true ") || !strings.Contains(line, c.want) || !strings.Contains(line, "refusing") {
+				t.Errorf("daemon of nobody with %s planted: %v: %q, want a refusal saying %q", c.name, err, line, c.want)
+			}
+			if m := permOf(t, check); m != modeBefore {
+				t.Errorf("%s changed from %v to %v", check, modeBefore, m)
+			}
+			if ents, _ := os.ReadDir(check); len(ents) != 0 {
+				t.Errorf("%s got a socket: %v", check, ents)
+			}
+			t.Logf("daemon said: %s", line)
+		})
+	}
+	t.Run("normal", func(t *testing.T) {
+		base, helper := otherUserBase(t)
+		dir := filepath.Join(base, fmt.Sprintf("twincrypt-%d", uidNobody))
+		srv := asUser(helper, uidNobody, "listen", "/mnt/normal", "TMPDIR="+base)
+		stdin, err := srv.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := srv.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Wait()
+		defer stdin.Close()
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		if !strings.HasPrefix(line, "ok "+dir+"/") {
+			t.Fatalf("daemon of nobody: %q, want ok and a socket in %s", line, dir)
+		}
+		st, err := os.Lstat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.IsDir() || st.Mode().Perm() != 0o700 || st.Sys().(*syscall.Stat_t).Uid != uidNobody {
+			t.Errorf("socket directory %v uid %d, want a 0700 directory of nobody's", st.Mode(), st.Sys().(*syscall.Stat_t).Uid)
+		}
+		out, err := asUser(helper, uidNobody, "query", "/mnt/normal", "TMPDIR="+base).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "ok helper" {
+			t.Errorf("query by the daemon's user: %v: %s", err, out)
+		}
+	})
+}
+
+// TestQueryOtherUserPermissionDenied: a user who may not reach the
+// daemon's socket (its directory is another user's, 0700) is told
+// "permission denied", not that no daemon serves the mount.
+func TestQueryOtherUserPermissionDenied(t *testing.T) {
+	base, helper := otherUserBase(t)
+	xdg := "XDG_RUNTIME_DIR=" + base // both users look in the same place
+	srv := asUser(helper, uidNobody, "listen", "/mnt/shared", xdg)
+	stdin, err := srv.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Wait()
+	defer stdin.Close()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ok ") {
+		t.Fatalf("daemon of nobody: %q", line)
+	}
+	out, err := asUser(helper, uidOther, "query", "/mnt/shared", xdg).CombinedOutput()
+	line := strings.TrimSpace(string(out))
+	if err == nil || !strings.HasPrefix(line, "err permission=true ") || !strings.Contains(line, "permission denied") {
+		t.Errorf("query by another user: %v: %q, want permission denied", err, line)
+	}
+	// The daemon's own user gets the answer.
+	if out, err := asUser(helper, uidNobody, "query", "/mnt/shared", xdg).CombinedOutput(); err != nil {
+		t.Errorf("query by the daemon's user: %v: %s", err, out)
 	}
 }
