@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -308,16 +309,24 @@ func serveBlockdev(plan *blockdevPlan, vol *luks.Volume, log zerolog.Logger, sum
 	if err != nil {
 		return err
 	}
-	srv, err := blockdev.Mount(plan.mnt, blockdev.Options{
-		Image:    plan.image,
-		Volume:   vol,
-		ReadOnly: plan.f.ro,
-		Recorder: in.rec,
-		Log:      log,
-		Debug:    plan.f.debug,
+	var srv *fuse.Server
+	err = withFusermount(func() (err error) {
+		srv, err = blockdev.Mount(plan.mnt, blockdev.Options{
+			Image:    plan.image,
+			Volume:   vol,
+			ReadOnly: plan.f.ro,
+			Recorder: in.rec,
+			Log:      log,
+			Debug:    plan.f.debug,
+		})
+		return err
 	})
 	if err != nil {
 		in.stop(io.Discard, true)
+		var fe *fusermountError
+		if errors.As(err, &fe) {
+			return mountFailedErrorf("serve %s at %s: %v", plan.image, plan.mnt, fe)
+		}
 		if errors.Is(err, blockdev.ErrImageBusy) {
 			return fmt.Errorf("open %s: %w", plan.image, err)
 		}

@@ -246,18 +246,27 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	if err != nil {
 		return err
 	}
-	srv, err := fs.Mount(plan.mnt, fs.Options{
-		Recorder:          in.rec,
-		Mirror:            plan.instr.mirror,
-		Lower:             plan.lower,
-		Config:            plan.cfg,
-		MasterKey:         masterKey,
-		ReadOnly:          plan.opts.ro,
-		AllowOther:        plan.opts.allowOther,
-		KernelPassthrough: f.kernelPassthrough,
-		Debug:             plan.opts.debug,
-		Log:               log,
+	var srv *fuse.Server
+	err = withFusermount(func() (err error) {
+		srv, err = fs.Mount(plan.mnt, fs.Options{
+			Recorder:          in.rec,
+			Mirror:            plan.instr.mirror,
+			Lower:             plan.lower,
+			Config:            plan.cfg,
+			MasterKey:         masterKey,
+			ReadOnly:          plan.opts.ro,
+			AllowOther:        plan.opts.allowOther,
+			KernelPassthrough: f.kernelPassthrough,
+			Debug:             plan.opts.debug,
+			Log:               log,
+		})
+		return err
 	})
+	var fe *fusermountError
+	if errors.As(err, &fe) {
+		in.stop(io.Discard, true)
+		return mountFailedErrorf("mount %s at %s: %v", plan.lower, plan.mnt, fe)
+	}
 	if err != nil {
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
