@@ -128,9 +128,25 @@ func isWithin(path, dir string) bool {
 // mountInfo is one line of /proc/self/mountinfo, reduced to what the CLI
 // needs.
 type mountInfo struct {
-	mountPoint string
-	fsType     string
-	source     string
+	mountPoint   string
+	fsType       string
+	source       string
+	superOptions string // "rw,user_id=1000,group_id=1000" on FUSE
+}
+
+// fuseOwner is the uid that mounted a FUSE filesystem (its daemon's user),
+// from the user_id super option.
+func (m mountInfo) fuseOwner() (int, bool) {
+	if m.fsType != "fuse" && !strings.HasPrefix(m.fsType, "fuse.") {
+		return 0, false
+	}
+	for _, o := range strings.Split(m.superOptions, ",") {
+		if v, ok := strings.CutPrefix(o, "user_id="); ok {
+			uid, err := strconv.Atoi(v)
+			return uid, err == nil
+		}
+	}
+	return 0, false
 }
 
 // readMountInfo parses /proc/self/mountinfo (see proc(5)):
@@ -138,7 +154,7 @@ type mountInfo struct {
 //	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
 //
 // Field 5 is the mount point; after the "-" separator come the filesystem
-// type and the source. Paths escape space, tab, newline and backslash as
+// type, the source and the super options. Paths escape space, tab, newline and backslash as
 // octal (\040).
 func readMountInfo(r io.Reader) ([]mountInfo, error) {
 	var mounts []mountInfo
@@ -157,6 +173,9 @@ func readMountInfo(r io.Reader) ([]mountInfo, error) {
 				}
 				if i+2 < len(fields) {
 					m.source = unescapeMountPath(fields[i+2])
+				}
+				if i+3 < len(fields) {
+					m.superOptions = fields[i+3]
 				}
 				break
 			}

@@ -129,10 +129,10 @@ bad line
 		t.Fatal(err)
 	}
 	want := []mountInfo{
-		{"/", "ext4", "/dev/nvme0n1p2"},
-		{"/tmp/with space", "fuse.twincrypt", "/srv/low er"},
-		{"/mnt/plain", "tmpfs", "tmpfs"},
-		{`/mnt/back\slash`, "fuse", "/x"},
+		{"/", "ext4", "/dev/nvme0n1p2", "rw"},
+		{"/tmp/with space", "fuse.twincrypt", "/srv/low er", "rw,user_id=0,group_id=0"},
+		{"/mnt/plain", "tmpfs", "tmpfs", "rw"},
+		{`/mnt/back\slash`, "fuse", "/x", "rw"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d mounts %+v, want %d", len(got), got, len(want))
@@ -140,6 +140,14 @@ bad line
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("mount %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for i, w := range []struct {
+		uid int
+		ok  bool
+	}{{0, false}, {0, true}, {0, false}, {0, false}} {
+		if uid, ok := got[i].fuseOwner(); uid != w.uid || ok != w.ok {
+			t.Errorf("mount %d: fuseOwner %d %v, want %d %v", i, uid, ok, w.uid, w.ok)
 		}
 	}
 }

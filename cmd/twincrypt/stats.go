@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,11 @@ user and root.`,
 				snap, err := control.Query(mnt)
 				if err != nil {
 					if errors.Is(err, control.ErrNoDaemon) {
+						if uid, ok := otherUsersMount(mnt); ok {
+							// Its socket is in that user's directory, which
+							// we may not reach (nor even name).
+							return fmt.Errorf("stats of %s: mounted by uid %d: %w", args[0], uid, control.ErrPermission)
+						}
 						return &classifiedError{class: errMountpoint, err: fmt.Errorf("%s: %w", args[0], err)}
 					}
 					return fmt.Errorf("stats of %s: %w", args[0], err)
@@ -66,4 +72,18 @@ user and root.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every `INTERVAL` (e.g. 2s) until interrupted")
 	return cmd
+}
+
+// otherUsersMount returns the uid of the user who mounted the FUSE
+// filesystem at mnt when that is neither us nor are we root.
+func otherUsersMount(mnt string) (int, bool) {
+	if os.Geteuid() == 0 {
+		return 0, false
+	}
+	m, mounted, err := findMount(mnt)
+	if err != nil || !mounted {
+		return 0, false
+	}
+	uid, ok := m.fuseOwner()
+	return uid, ok && uid != os.Geteuid()
 }

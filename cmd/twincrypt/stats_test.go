@@ -168,3 +168,24 @@ func TestKilledDaemonLeavesValidOpLog(t *testing.T) {
 		t.Errorf("stale socket %s still there after umount: %v", sock, err)
 	}
 }
+
+// TestStatsOtherUserPermissionDenied: user nobody asks for the stats of
+// root's mount. Its socket is in root's directory, which nobody may not
+// reach: the answer is "permission denied", not "no daemon".
+func TestStatsOtherUserPermissionDenied(t *testing.T) {
+	requireFUSE(t)
+	w := newNobodyWorld(t)
+	lower := filepath.Join(tempDir(t), "lower")
+	if err := os.Mkdir(lower, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	twincrypt(t, "", "mount", "-b", "-q", "--passthrough", lower, mnt).expectExit(t, 0, "mount")
+	twincrypt(t, "", "stats", mnt).expectExit(t, 0, "stats as root")
+	r := w.run(t, "stats", mnt)
+	r.expectExit(t, exitError, "stats as nobody")
+	if !strings.Contains(r.stderr, "mounted by uid 0: permission denied") || strings.Contains(r.stderr, "no twincrypt daemon") {
+		t.Errorf("stats as nobody: %q, want permission denied", r.stderr)
+	}
+}
