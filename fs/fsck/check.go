@@ -434,10 +434,12 @@ func (c *checker) checkLinkStore() {
 		p := Problem{Kind: LinkSidecarOrphaned, Lower: links.StoreDir + "/" + name,
 			Detail: "long-symlink sidecar that no symlink names (an interrupted symlink or unlink)"}
 		var a *action
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if links.IsID(name) && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size <= links.MaxSidecar {
 			a = &action{kind: Delete, dir: links.StoreDir, name: name, dev: uint64(st.Dev), ino: uint64(st.Ino)}
 		} else {
-			p.Note = "a directory: not deleted"
+			// Not something the mount wrote: a plaintext-names volume
+			// may have had a directory of this name before long links.
+			p.Note = "not a long-link sidecar (name, type or size): not deleted"
 		}
 		c.problem(p, a)
 	}
