@@ -157,6 +157,24 @@ func TestLongSymlinks(t *testing.T) {
 			}
 			sameLink(t, native, tm.mnt, "b/l4094")
 			sameLink(t, native, tm.mnt, "b/l3044")
+
+			// A rename between two names of one long link changes nothing.
+			for _, root := range []string{native, tm.mnt} {
+				must(t, os.Link(filepath.Join(root, "b/l4095"), filepath.Join(root, "a/h4095")))
+				must(t, os.Rename(filepath.Join(root, "a/h4095"), filepath.Join(root, "b/l4095")))
+			}
+			sameLink(t, native, tm.mnt, "a/h4095")
+			sameLink(t, native, tm.mnt, "b/l4095")
+			for _, root := range []string{native, tm.mnt} {
+				must(t, os.Remove(filepath.Join(root, "a/h4095")))
+			}
+			if got := storeCount(t, tm.lower); got != long {
+				t.Errorf("after a rename between two names of one link: %d sidecars, want %d", got, long)
+			}
+			// The store is no name in the mounted view.
+			if want, got := lstatLine(filepath.Join(native, links.StoreDir)), lstatLine(filepath.Join(tm.mnt, links.StoreDir)); want != got {
+				t.Errorf("lstat of /%s: native %s, mount %s", links.StoreDir, want, got)
+			}
 			sameListing()
 
 			// Remount: a new daemon reads the markers afresh.
@@ -345,6 +363,54 @@ func TestLongSymlinkHostile(t *testing.T) {
 			wantEIO("marker with a path for an id", y)
 
 			requireUnchanged(t, out, before)
+		})
+	}
+}
+
+// TestLongSymlinkMirror: in mirror mode the plain directory gets the long
+// target as it is, and loses it with the mount's last name.
+func TestLongSymlinkMirror(t *testing.T) {
+	tm := newVolume(t, variants[0])
+	mirror := t.TempDir()
+	tm.mount(t, func(o *Options) { o.Mirror = mirror })
+	target := longTarget(4095)
+	must(t, os.Symlink(target, filepath.Join(tm.mnt, "l")))
+	if got, err := os.Readlink(filepath.Join(mirror, "l")); err != nil || got != target {
+		t.Errorf("mirror's link: %d bytes, %v", len(got), err)
+	}
+	if got, err := os.Readlink(filepath.Join(tm.mnt, "l")); err != nil || got != target {
+		t.Errorf("mount's link: %d bytes, %v", len(got), err)
+	}
+	must(t, os.Remove(filepath.Join(tm.mnt, "l")))
+	if _, err := os.Lstat(filepath.Join(mirror, "l")); !os.IsNotExist(err) {
+		t.Errorf("mirror's link after unlink: %v", err)
+	}
+	if n := storeCount(t, tm.lower); n != 0 {
+		t.Errorf("%d sidecars left after unlink", n)
+	}
+}
+
+// TestLongSymlinkAtime: lstat of a long link made through the mount reads
+// no lower link, so an atime set before its mtime stays, as natively.
+func TestLongSymlinkAtime(t *testing.T) {
+	for _, v := range linkVariants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := mountVariant(t, v)
+			native := t.TempDir()
+			ts := []unix.Timespec{unix.NsecToTimespec(1_000_000_000_123), unix.NsecToTimespec(2_000_000_000_456)}
+			for _, root := range []string{native, tm.mnt} {
+				p := filepath.Join(root, "l")
+				must(t, os.Symlink(longTarget(4000), p))
+				must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW))
+			}
+			for i := 0; i < 2; i++ {
+				var want, got unix.Stat_t
+				must(t, unix.Lstat(filepath.Join(native, "l"), &want))
+				must(t, unix.Lstat(filepath.Join(tm.mnt, "l"), &got))
+				if want.Atim != got.Atim || want.Size != got.Size {
+					t.Errorf("lstat %d: native atime %v size %d, mount atime %v size %d", i, want.Atim, want.Size, got.Atim, got.Size)
+				}
+			}
 		})
 	}
 }

@@ -344,7 +344,6 @@ func (s *side) rename(a *acct, n *node, name string, np *node, newName string, f
 	restore := func() {}
 	replaced := linkHold{fd: -1}
 	if flags&unix.RENAME_EXCHANGE == 0 {
-		replaced = s.holdLink(a, nw)
 		var st, newSt syscall.Stat_t
 		if a.lstat(old, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
 			a.lstat(nw, &newSt) == nil && newSt.Mode&syscall.S_IFMT == syscall.S_IFDIR && st.Ino != newSt.Ino {
@@ -353,6 +352,8 @@ func (s *side) rename(a *acct, n *node, name string, np *node, newName string, f
 				return errno
 			}
 		}
+		// A long link replaced loses its sidecar with its last name.
+		replaced = s.holdLink(a, nw)
 	}
 	t0 := a.now()
 	err := unix.Renameat2(old.dir, old.name, nw.dir, nw.name, uint(flags))
