@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/cipher/links"
 )
 
 // Long links. A symlink target too long to be sealed into the lower
@@ -99,6 +101,9 @@ type linkHold struct {
 // holdLink holds e if it is a long link; the zero hold has fd -1.
 func (s *side) holdLink(a *acct, e entry) linkHold {
 	none := linkHold{fd: -1}
+	if s.t.linkSize(int64(links.MarkerLen)) >= 0 {
+		return none // a transform without long links (the twin)
+	}
 	var st syscall.Stat_t
 	if a.lstat(e, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFLNK || s.t.linkSize(st.Size) >= 0 {
 		return none

@@ -31,8 +31,8 @@ type side struct {
 	rootFd int
 	t      transform
 	io     contentIO
-	// linkSizes caches the plaintext target length of long links (see
-	// longlink.go).
+	// linkSizes caches the markers of long links, which hold their
+	// plaintext target length (see longlink.go).
 	linkSizes linkSizeCache
 }
 
