@@ -47,6 +47,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 	if err != nil {
 		return nil, toErrno(err)
 	}
+	m.learnLink(&o.a, e, &st)
 	m.fillAttr(&st, &out.Attr)
 	id := n.r.stableAttr(&st, gen)
 	if old := n.GetChild(name); old != nil && old.IsDir() && id.Mode&syscall.S_IFMT == syscall.S_IFDIR &&

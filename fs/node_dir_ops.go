@@ -96,6 +96,7 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 	if err != nil {
 		return nil, "", toErrno(err)
 	}
+	m.learnLink(&o.a, e, &st)
 	m.fillAttr(&st, &out.Attr)
 	ch := n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(&st, gen))
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
@@ -140,11 +141,16 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	o := n.r.beginNamed(measure.OpSymlink, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
-		cTarget, errno := s.t.encodeLink(a, target)
+		cTarget, errno := s.t.encodeLink(a, s.rootLoc(), target)
 		if errno != 0 {
 			return errno
 		}
-		return a.lowerErr(func() error { return unix.Symlinkat(cTarget, e.dir, e.name) })
+		if err := a.lowerErr(func() error { return unix.Symlinkat(cTarget, e.dir, e.name) }); err != nil {
+			s.t.dropLink(a, s.rootLoc(), cTarget)
+			return err
+		}
+		s.madeLink(a, e, cTarget)
+		return nil
 	})
 	return ch, errno
 }
@@ -274,9 +280,11 @@ func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 			return errno
 		}
 		defer s.done(e)
+		h := s.holdLink(a, e)
 		t0 := a.now()
 		err := unix.Unlinkat(e.dir, e.name, 0)
 		a.lowerSince(t0)
+		s.releaseLink(a, h, err == nil)
 		if err != nil {
 			return toErrno(err)
 		}
@@ -334,6 +342,7 @@ func (s *side) rename(a *acct, n *node, name string, np *node, newName string, f
 		}
 	}
 	restore := func() {}
+	replaced := linkHold{fd: -1}
 	if flags&unix.RENAME_EXCHANGE == 0 {
 		var st, newSt syscall.Stat_t
 		if a.lstat(old, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
@@ -343,10 +352,13 @@ func (s *side) rename(a *acct, n *node, name string, np *node, newName string, f
 				return errno
 			}
 		}
+		// A long link replaced loses its sidecar with its last name.
+		replaced = s.holdLink(a, nw)
 	}
 	t0 := a.now()
 	err := unix.Renameat2(old.dir, old.name, nw.dir, nw.name, uint(flags))
 	a.lowerSince(t0)
+	s.releaseLink(a, replaced, err == nil)
 	if err != nil {
 		restore()
 		if newLong != "" && flags&unix.RENAME_EXCHANGE == 0 {

@@ -31,6 +31,9 @@ type side struct {
 	rootFd int
 	t      transform
 	io     contentIO
+	// linkSizes caches the markers of long links, which hold their
+	// plaintext target length (see longlink.go).
+	linkSizes linkSizeCache
 }
 
 // root is shared by all nodes of one mount.
@@ -530,7 +533,7 @@ func (s *side) fillAttr(st *syscall.Stat_t, out *fuse.Attr) {
 	case syscall.S_IFREG:
 		out.Size = uint64(s.t.plainSize(st.Size))
 	case syscall.S_IFLNK:
-		out.Size = uint64(s.t.linkSize(st.Size))
+		out.Size = uint64(s.linkSize(st))
 	}
 }
 
@@ -542,7 +545,7 @@ func (s *side) readlink(a *acct, e entry) ([]byte, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	return s.t.decodeLink(a, buf[:n])
+	return s.t.decodeLink(a, s.rootLoc(), buf[:n])
 }
 
 // chmodAt is fchmodat(2) of name in dir without following a symlink

@@ -47,9 +47,15 @@ type transform interface {
 	// directory dirFd durable (fsync of the directory, FSYNCDIR).
 	syncMeta(dirFd int) syscall.Errno
 
-	// encodeLink and decodeLink transform symlink targets.
-	encodeLink(a *acct, target string) (string, syscall.Errno)
-	decodeLink(a *acct, lower []byte) ([]byte, syscall.Errno)
+	// encodeLink and decodeLink transform symlink targets. root is the
+	// side's lower root, where a target too long for the lower symlink
+	// is kept (a long link, cipher/links): encodeLink stores it there
+	// before the symlink is made, dropLink removes it once the last
+	// name of the symlink with the lower target lower is gone (or its
+	// creation failed).
+	encodeLink(a *acct, root dirLoc, target string) (string, syscall.Errno)
+	decodeLink(a *acct, root dirLoc, lower []byte) ([]byte, syscall.Errno)
+	dropLink(a *acct, root dirLoc, lower string)
 
 	// xattrs: which names pass, how values are stored.
 	xattrAllowed(attr string) bool
@@ -61,8 +67,11 @@ type transform interface {
 	plainSize(lowerSize int64) int64
 	content() contentIO
 	// linkSize is the length of a symlink's plaintext target, from the
-	// length of its lower target (no readlink: that would touch atime).
+	// length of its lower target (no readlink: that would touch atime);
+	// -1 when the lower target may be a long link's marker, whose
+	// plaintext length markerSize reads from the marker (-1: not one).
 	linkSize(lowerSize int64) int64
+	markerSize(lower string) int64
 	// namesCost is true when mapping names costs crypto (encrypted
 	// names), so that path walks are timed.
 	namesCost() bool

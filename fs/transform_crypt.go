@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -9,10 +8,12 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/keys"
+	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
@@ -55,7 +56,8 @@ func newCryptTransform(cfg *config.Config, master []byte, log zerolog.Logger) (*
 func (t *cryptTransform) name() string { return "crypt" }
 
 func (t *cryptTransform) hidden(isRoot bool, lower string) bool {
-	if isRoot && (lower == config.FileName || lower == config.FileName+".bak" || strings.HasPrefix(lower, config.FileName+".tmp")) {
+	if isRoot && (lower == config.FileName || lower == config.FileName+".bak" || strings.HasPrefix(lower, config.FileName+".tmp") ||
+		lower == links.StoreDir) {
 		return true
 	}
 	if t.names == nil {
@@ -67,8 +69,8 @@ func (t *cryptTransform) hidden(isRoot bool, lower string) bool {
 func (t *cryptTransform) lowerName(a *acct, dir *node, d dirLoc, name string) (string, string, syscall.Errno) {
 	if t.names == nil {
 		if dir.isRoot() && t.hidden(true, name) {
-			// The config is not part of the mounted view and cannot be
-			// created or replaced through it.
+			// The config and the long-link store are not part of the
+			// mounted view and cannot be created or replaced through it.
 			return "", "", syscall.EPERM
 		}
 		return name, "", 0
@@ -260,27 +262,93 @@ func (t *cryptTransform) syncMeta(dirFd int) syscall.Errno {
 	}
 }
 
-// Symlink targets are sealed (random nonce, GCM tag) and base64url-encoded.
-func (t *cryptTransform) encodeLink(a *acct, target string) (string, syscall.Errno) {
-	defer a.cryptoSince(a.now())
-	s := base64.RawURLEncoding.EncodeToString(t.seal.Seal([]byte(target), []byte("symlink")))
-	if len(s) >= 4096 {
+// Symlink targets are sealed (random nonce, GCM tag) and base64url-encoded
+// into the lower symlink; a target too long for that is a long link: the
+// lower symlink holds a marker and the sealed target is kept in a sidecar
+// below the lower root (cipher/links).
+func (t *cryptTransform) encodeLink(a *acct, root dirLoc, target string) (string, syscall.Errno) {
+	t0 := a.now()
+	lower, ok := links.Seal(t.seal, []byte(target))
+	a.cryptoSince(t0)
+	if ok {
+		return lower, 0
+	}
+	if len(target) > links.MaxTarget {
 		return "", syscall.ENAMETOOLONG
 	}
-	return s, 0
+	marker := links.NewMarker(len(target))
+	t0 = a.now()
+	sealed := links.SealLong(t.seal, marker, []byte(target))
+	a.cryptoSince(t0)
+	defer a.lowerSince(a.now())
+	if errno := writeLinkSidecar(root, marker, sealed); errno != 0 {
+		return "", errno
+	}
+	return marker, 0
 }
 
-func (t *cryptTransform) decodeLink(a *acct, lower []byte) ([]byte, syscall.Errno) {
-	defer a.cryptoSince(a.now())
-	raw, err := base64.RawURLEncoding.DecodeString(string(lower))
-	if err != nil {
-		return nil, syscall.EIO
+// writeLinkSidecar stores the sidecar of the long link marker, creating
+// the store on first use. Unlike the directory IV and long-name sidecars,
+// it is made durable at once (the sidecar and the store): an fsync of the
+// symlink's directory, which makes the link durable, does not reach the
+// store, and long links are rare enough for the two fsyncs.
+func writeLinkSidecar(root dirLoc, marker string, sealed []byte) syscall.Errno {
+	_, id, _ := links.ParseMarker(marker)
+	store := root.file(links.StoreDir)
+	if err := unix.Mkdirat(root.fd, store, 0700); err != nil && err != unix.EEXIST {
+		return toErrno(err)
 	}
-	plain, err := t.seal.Open(raw, []byte("symlink"))
+	rel := root.file(links.Sidecar(id))
+	if errno := writeSmallFile(root.fd, rel, sealed, 0400); errno != 0 {
+		return errno
+	}
+	for _, p := range []string{rel, store} {
+		fd, err := openBeneath(root.fd, p, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			err = syscall.Fsync(fd)
+			syscall.Close(fd)
+		}
+		if err != nil {
+			unlinkBeneath(root.fd, rel, 0)
+			return toErrno(err)
+		}
+	}
+	return 0
+}
+
+func (t *cryptTransform) decodeLink(a *acct, root dirLoc, lower []byte) ([]byte, syscall.Errno) {
+	if _, id, ok := links.ParseMarker(string(lower)); ok {
+		// LOWER may be hostile: the id is hex only, the read stays
+		// beneath the root and is capped, and the content must open
+		// under the key with this very marker as additional data.
+		t0 := a.now()
+		b, err := readSmallFile(root.fd, root.file(links.Sidecar(id)), links.MaxSidecar+1)
+		a.lowerSince(t0)
+		if err != nil {
+			t.log.Warn().Str("lower", root.show(links.Sidecar(id))).Err(err).Msg("long symlink without a readable sidecar")
+			return nil, syscall.EIO
+		}
+		defer a.cryptoSince(a.now())
+		plain, err := links.OpenLong(t.seal, string(lower), b)
+		if err != nil {
+			t.log.Warn().Str("lower", root.show(links.Sidecar(id))).Err(err).Msg("long symlink sidecar does not open")
+			return nil, syscall.EIO
+		}
+		return plain, 0
+	}
+	defer a.cryptoSince(a.now())
+	plain, err := links.Open(t.seal, lower)
 	if err != nil {
 		return nil, syscall.EIO
 	}
 	return plain, 0
+}
+
+func (t *cryptTransform) dropLink(a *acct, root dirLoc, lower string) {
+	if _, id, ok := links.ParseMarker(lower); ok {
+		defer a.lowerSince(a.now())
+		unlinkBeneath(root.fd, root.file(links.Sidecar(id)), 0)
+	}
 }
 
 // Only user.* xattrs are stored: their values are sealed with the name as
@@ -319,10 +387,18 @@ func (t *cryptTransform) plainSize(lowerSize int64) int64 {
 
 func (t *cryptTransform) content() contentIO { return t.io }
 
-// linkSize: a sealed target is base64url(nonce ‖ target ‖ tag).
-func (t *cryptTransform) linkSize(lowerSize int64) int64 {
-	return max(0, int64(base64.RawURLEncoding.DecodedLen(int(lowerSize)))-keys.Overhead)
+// linkSize: a sealed target is base64url(nonce ‖ target ‖ tag); a long
+// link's marker has a length no base64 string has, and holds the length.
+func (t *cryptTransform) linkSize(lowerSize int64) int64 { return links.PlainLen(lowerSize) }
+
+func (t *cryptTransform) markerSize(lower string) int64 {
+	n, _, ok := links.ParseMarker(lower)
+	if !ok {
+		return -1
+	}
+	return int64(n)
 }
+
 func (t *cryptTransform) readWriteOpens() bool { return true }
 func (t *cryptTransform) namesCost() bool      { return t.names != nil }
 

@@ -38,8 +38,14 @@ func (nullTransform) plainName(_ *acct, _ *node, _ dirLoc, lower string) (string
 	return lower, true
 }
 
-func (nullTransform) encodeLink(_ *acct, target string) (string, syscall.Errno) { return target, 0 }
-func (nullTransform) decodeLink(_ *acct, lower []byte) ([]byte, syscall.Errno)  { return lower, 0 }
+func (nullTransform) encodeLink(_ *acct, _ dirLoc, target string) (string, syscall.Errno) {
+	return target, 0
+}
+func (nullTransform) decodeLink(_ *acct, _ dirLoc, lower []byte) ([]byte, syscall.Errno) {
+	return lower, 0
+}
+func (nullTransform) dropLink(*acct, dirLoc, string) {}
+func (nullTransform) markerSize(string) int64        { return -1 }
 
 func (nullTransform) encodeXattr(_ *acct, _ string, v []byte) ([]byte, syscall.Errno) {
 	return v, 0

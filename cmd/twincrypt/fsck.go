@@ -37,8 +37,10 @@ func newFsckCmd() *cobra.Command {
 (it must load and unlock), every directory's IV file, every name (long
 names: the sidecar is there and matches), every regular file (its size, its
 header, its cipher, and that every stored extent can be read and is not
-partly zeros, the mark of a write torn by a crash), every symlink target and
-every user.* xattr value (both are authenticated with AES-GCM).
+partly zeros, the mark of a write torn by a crash), every symlink target
+(long ones: the sidecar in twincrypt.links is there, and every sidecar
+there belongs to a symlink) and every user.* xattr value (both are
+authenticated with AES-GCM).
 
 XTS and CBC do not authenticate file content: a modified extent decrypts to
 garbage that no check can detect. fsck finds what the format makes
@@ -50,8 +52,8 @@ one line from stdin. fsck never follows a symlink in LOWER.
 --repair moves entries that the mount hides or cannot read into
 /lost+found of the mounted view (created on first use), keeping their lower
 content; they are named by their plaintext name, or by their lower name
-where the plaintext is unknown. Orphaned long-name sidecars and leftovers of
-an interrupted config write are deleted; an empty directory with a missing
+where the plaintext is unknown. Orphaned long-name and long-symlink
+sidecars and leftovers of an interrupted config write are deleted; an empty directory with a missing
 IV gets a new one. A missing IV of a non-empty directory and an xattr that
 does not open cannot be repaired and are only reported. Damaged entries
 already in /lost+found are counted, not reported again. Do not run

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/content"
+	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
@@ -31,6 +32,8 @@ type Census struct {
 	// Metadata the mount hides: directory IVs and long-name sidecars.
 	DirIVs   int64 `json:"dir_ivs"`
 	Sidecars int64 `json:"sidecars"`
+	// LinkSidecars are the files in twincrypt.links: long symlink targets.
+	LinkSidecars int64 `json:"link_sidecars"`
 	// ConfigLeftovers are twincrypt.conf.bak and temporary config files.
 	ConfigLeftovers int64 `json:"config_leftovers"`
 	// Unreadable counts directories that could not be listed.
@@ -61,6 +64,14 @@ func (c *Census) walk(d *os.File, isRoot, plaintextNames bool) {
 		if isRoot && config.IsReserved(name) {
 			if name != config.FileName {
 				c.ConfigLeftovers++
+			}
+			continue
+		}
+		if isRoot && name == links.StoreDir {
+			if store, err := openAt(dfd, name, unix.O_DIRECTORY, nil); err == nil {
+				ids, _ := store.Readdirnames(-1)
+				c.LinkSidecars += int64(len(ids))
+				store.Close()
 			}
 			continue
 		}

@@ -1,7 +1,6 @@
 package fsck
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/keys"
+	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
@@ -42,6 +42,9 @@ type checker struct {
 	// moves the contents of a directory before the directory itself.
 	actions []*action
 	lf      *lostFound // opened or created by the first move
+
+	// linkIDs are the sidecar ids named by the long links seen.
+	linkIDs map[string]bool
 }
 
 // action is one repair and the problems it settles.
@@ -100,7 +103,7 @@ func (e *entry) addProblem(p Problem, move bool) {
 // opposed to how it is named); those are quarantined inside lost+found.
 func isContentKind(k Kind) bool {
 	switch k {
-	case TornSize, BadMagic, BadHeader, CipherMismatch, ReadError, TornExtent, SymlinkUnreadable, XattrUnreadable:
+	case TornSize, BadMagic, BadHeader, CipherMismatch, ReadError, TornExtent, SymlinkUnreadable, LinkSidecarMissing, XattrUnreadable:
 		return true
 	}
 	return false
@@ -156,6 +159,9 @@ func (c *checker) walkDir(d *os.File, rel, plain string, isRoot, inLF bool) {
 				c.configLeftover(dfd, name)
 			}
 			continue
+		}
+		if isRoot && name == links.StoreDir {
+			continue // checked by checkLinkStore, after the walk
 		}
 		if c.names != nil {
 			if name == names.DirIVFile {
@@ -345,7 +351,8 @@ func (c *checker) checkDir(e *entry, dfd int) {
 	c.walkDir(d, e.rel, e.plain, false, e.inLF || e.isRootLF)
 }
 
-// checkLink checks that a symlink target opens.
+// checkLink checks that a symlink target opens: sealed in the link, or
+// in the sidecar of a long link.
 func (c *checker) checkLink(e *entry, dfd int) {
 	buf := make([]byte, maxLink+1)
 	n, err := unix.Readlinkat(dfd, e.name, buf)
@@ -359,14 +366,82 @@ func (c *checker) checkLink(e *entry, dfd int) {
 		e.add(SymlinkUnreadable, "target is longer than any sealed target", true)
 		return
 	}
-	// The mount decodes with the same (non-strict) decoder.
-	raw, err := base64.RawURLEncoding.DecodeString(string(buf[:n]))
-	if err != nil {
-		e.add(SymlinkUnreadable, "target is not base64url, so not a sealed target", true)
+	lower := string(buf[:n])
+	if _, id, ok := links.ParseMarker(lower); ok {
+		c.checkLongLink(e, lower, id)
 		return
 	}
-	if _, err := c.seal.Open(raw, []byte("symlink")); err != nil {
+	if _, err := links.Open(c.seal, buf[:n]); err != nil {
+		if errors.Is(err, links.ErrEncoding) {
+			e.add(SymlinkUnreadable, "target is not base64url, so not a sealed target", true)
+			return
+		}
 		e.add(SymlinkUnreadable, "sealed target does not authenticate (AES-GCM)", true)
+	}
+}
+
+// checkLongLink checks the sidecar of the long link e (marker, id).
+func (c *checker) checkLongLink(e *entry, marker, id string) {
+	if c.linkIDs == nil {
+		c.linkIDs = make(map[string]bool)
+	}
+	c.linkIDs[id] = true
+	side := links.Sidecar(id)
+	store, err := c.openDirRel(links.StoreDir)
+	var b []byte
+	if err == nil {
+		b, err = readSmall(int(store.Fd()), id, links.MaxSidecar+1)
+		store.Close()
+	}
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		e.add(LinkSidecarMissing, "long symlink whose sidecar "+side+" is missing; readlink gives EIO", true)
+	case err != nil:
+		e.add(SymlinkUnreadable, fmt.Sprintf("long symlink sidecar %s: %v", side, err), true)
+	default:
+		if _, err := links.OpenLong(c.seal, marker, b); err != nil {
+			e.add(SymlinkUnreadable, fmt.Sprintf("long symlink sidecar %s: %v", side, err), true)
+		}
+	}
+}
+
+// checkLinkStore reports the entries of the long-link store that no long
+// link names (an unlink interrupted between its two steps, a sidecar left
+// by an older twincrypt's unlink).
+func (c *checker) checkLinkStore() {
+	store, err := c.openDirRel(links.StoreDir)
+	if errors.Is(err, unix.ENOENT) {
+		return
+	}
+	if err != nil {
+		c.problem(Problem{Kind: LowerError, Lower: links.StoreDir, Detail: fmt.Sprintf("open the long-link store: %v", err)}, nil)
+		return
+	}
+	defer store.Close()
+	list, err := store.Readdirnames(-1)
+	if err != nil {
+		c.problem(Problem{Kind: LowerError, Lower: links.StoreDir, Detail: fmt.Sprintf("listing the long-link store: %v", err)}, nil)
+	}
+	sort.Strings(list)
+	for _, name := range list {
+		if c.linkIDs[name] {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(store.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue
+		}
+		p := Problem{Kind: LinkSidecarOrphaned, Lower: links.StoreDir + "/" + name,
+			Detail: "long-symlink sidecar that no symlink names (an interrupted symlink or unlink)"}
+		var a *action
+		if links.IsID(name) && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size <= links.MaxSidecar {
+			a = &action{kind: Delete, dir: links.StoreDir, name: name, dev: uint64(st.Dev), ino: uint64(st.Ino)}
+		} else {
+			// Not something the mount wrote: a plaintext-names volume
+			// may have had a directory of this name before long links.
+			p.Note = "not a long-link sidecar (name, type or size): not deleted"
+		}
+		c.problem(p, a)
 	}
 }
 

@@ -17,7 +17,9 @@
 //     2^-128, so a unit that is partly zeros was torn by a crash (a page
 //     that never reached the disk, a truncate interrupted between its two
 //     steps);
-//   - every symlink target and user.* xattr value opens (AES-GCM);
+//   - every symlink target and user.* xattr value opens (AES-GCM); a long
+//     symlink has its sidecar in twincrypt.links, and every sidecar there
+//     belongs to a long symlink;
 //   - the root holds no leftover of an interrupted config write.
 //
 // Each problem is reported with its lower path (relative to LOWER) and its
@@ -79,9 +81,13 @@ const (
 	ReadError         Kind = "read-error"         // an I/O error or a short read inside the file
 	TornExtent        Kind = "torn-extent"        // a stored unit that is partly zeros
 	SymlinkUnreadable Kind = "symlink-unreadable" // the symlink target does not open
-	XattrUnreadable   Kind = "xattr-unreadable"   // a user.* xattr value does not open
-	ConfigLeftover    Kind = "config-leftover"    // twincrypt.conf.bak or a temporary config file
-	LowerError        Kind = "lower-error"        // the lower filesystem refused a stat, open or listing
+	// LinkSidecarMissing is a long symlink whose sidecar in twincrypt.links is gone.
+	LinkSidecarMissing Kind = "link-sidecar-missing"
+	// LinkSidecarOrphaned is a file in twincrypt.links that no long symlink names.
+	LinkSidecarOrphaned Kind = "link-sidecar-orphaned"
+	XattrUnreadable     Kind = "xattr-unreadable" // a user.* xattr value does not open
+	ConfigLeftover      Kind = "config-leftover"  // twincrypt.conf.bak or a temporary config file
+	LowerError          Kind = "lower-error"      // the lower filesystem refused a stat, open or listing
 )
 
 // Action is what --repair does about a problem.
@@ -198,6 +204,7 @@ func Check(lower string, cfg *config.Config, master []byte, opts Options) (*Repo
 	c.buf = make([]byte, scanUnits*content.ExtentSize+content.ExtentSize)
 
 	c.walkDir(root, "", "/", true, false)
+	c.checkLinkStore()
 	if opts.Repair {
 		c.repair()
 	}
