@@ -82,6 +82,11 @@ func sortedNames(m map[string][2]uint64) string {
 // the subdirectory with the root's; ls -la, find and rm -rf of a deep tree
 // work as natively.
 func TestDotEntries(t *testing.T) {
+	for _, tool := range []string{"ls", "find", "rm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (coreutils, findutils): %v", tool, err)
+		}
+	}
 	build := func(t *testing.T, dir string) {
 		must(t, os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0644))
 		must(t, os.Mkdir(filepath.Join(dir, "sub"), 0755))
