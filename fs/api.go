@@ -113,6 +113,12 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		AttrTimeout:     &second,
 		NegativeTimeout: &second,
 	}
+	// The root's inode number is its lower directory's, as every other
+	// node's is (stableAttr); go-fuse would otherwise report 0.
+	var rootSt syscall.Stat_t
+	if err := syscall.Fstat(r.main.rootFd, &rootSt); err == nil {
+		opts.RootStableAttr = &fs.StableAttr{Ino: r.stableAttr(&rootSt, 0).Ino}
+	}
 	// The kernel leaves the clearing of set-user-ID bits on write to us
 	// and stops asking GETXATTR security.capability before each write.
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2

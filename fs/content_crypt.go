@@ -521,36 +521,78 @@ func (c *cryptIO) zeroRange(a *acct, h *ioState, fd int, off, end int64) syscall
 	return writeZeros(last*extentSize, end)
 }
 
+// lseek answers SEEK_DATA and SEEK_HOLE in whole extents, each extent
+// classified once by unitHole, so that both whences agree and a walk of
+// the file always advances. The lower file's own holes cannot be passed
+// through: every extent straddles two lower blocks (the 32-byte header
+// shifts them), so a plaintext hole next to data sits in lower blocks that
+// are partly data.
 func (c *cryptIO) lseek(a *acct, h *ioState, fd int, off int64, whence int) (int64, syscall.Errno) {
-	size := h.size
-	switch whence {
-	case unix.SEEK_DATA:
-		if off >= size {
-			return 0, syscall.ENXIO
-		}
-		cOff, err := a.seek(fd, content.UnitOffset(off/extentSize), whence)
-		if err == syscall.ENXIO {
-			return 0, syscall.ENXIO
-		} else if err != nil {
-			return 0, toErrno(err)
-		}
-		d := max(off, (cOff-headerSize)/extentSize*extentSize)
-		if d >= size {
-			return 0, syscall.ENXIO
-		}
-		return d, 0
-	case unix.SEEK_HOLE:
-		if off > size {
-			return 0, syscall.ENXIO
-		}
-		cOff, err := a.seek(fd, headerSize+off, whence)
-		if err != nil {
-			return 0, toErrno(err)
-		}
-		hole := (cOff - headerSize + extentSize - 1) / extentSize * extentSize
-		return min(size, max(off, hole)), 0
+	if whence != unix.SEEK_DATA && whence != unix.SEEK_HOLE {
+		return 0, syscall.EINVAL
 	}
-	return 0, syscall.EINVAL
+	size := h.size
+	if off < 0 || off >= size {
+		// As ext4 and tmpfs: both whences refuse offsets at or past EOF.
+		return 0, syscall.ENXIO
+	}
+	p, scratch := getBuf(extentSize + trailer)
+	defer putBuf(p)
+	lastExtent := (size - 1) / extentSize
+	for e := off / extentSize; e <= lastExtent; {
+		hole, next, errno := c.unitHole(a, fd, e, size, scratch)
+		if errno != 0 {
+			return 0, errno
+		}
+		if hole == (whence == unix.SEEK_HOLE) {
+			return max(off, e*extentSize), 0
+		}
+		if next < 0 {
+			break
+		}
+		e = max(e+1, next)
+	}
+	if whence == unix.SEEK_HOLE {
+		return size, 0 // the virtual hole at the end of the file
+	}
+	return 0, syscall.ENXIO
+}
+
+// unitHole reports whether extent e of a file of plainSize bytes is a hole
+// for lseek: its stored unit is all zero (so it reads as zeros, FORMAT.md
+// "Holes") and overlaps a hole of the lower file. A unit wholly inside
+// lower data is data without a read, even if it holds zeros (a lower file
+// copied without holes), so that a seek over such a file costs no scan.
+// next is the first extent after e that can differ from it (the extent
+// holding the next lower data byte after a hole, or the next lower hole
+// byte after data), or -1 if none can.
+func (c *cryptIO) unitHole(a *acct, fd int, e, plainSize int64, scratch []byte) (hole bool, next int64, errno syscall.Errno) {
+	lo := content.UnitOffset(e)
+	hi := lo + int64(content.UnitSize(e, plainSize))
+	unitOf := func(cOff int64) int64 { return max(0, cOff-headerSize) / extentSize }
+	d, err := a.seek(fd, lo, unix.SEEK_DATA)
+	if err == syscall.ENXIO {
+		return true, -1, 0 // nothing but holes from here to the end
+	} else if err != nil {
+		return false, 0, toErrno(err)
+	}
+	if d >= hi {
+		return true, unitOf(d), 0
+	}
+	cHole, err := a.seek(fd, lo, unix.SEEK_HOLE)
+	if err != nil {
+		return false, 0, toErrno(err)
+	}
+	if cHole >= hi {
+		return false, unitOf(cHole), 0
+	}
+	s := scratch[:hi-lo]
+	n, err := a.pread(fd, s, lo)
+	if err != nil {
+		return false, 0, toErrno(err)
+	}
+	// A short unit is a damaged file: data, so that reading it gives EIO.
+	return n == len(s) && content.IsZero(s), e + 1, 0
 }
 
 // unitsPerWorker is the least work worth another goroutine: 16 extents

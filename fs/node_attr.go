@@ -24,7 +24,10 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 	m := n.r.main
 	e, errno := m.childAt(&o.a, n, name)
 	if errno != 0 {
-		if errno == syscall.EPERM || errno == syscall.ENAMETOOLONG {
+		// EPERM: the config's name with plaintext names, which is not
+		// in the view. A name over NAME_MAX keeps its ENAMETOOLONG,
+		// as natively, for every call that walks to it.
+		if errno == syscall.EPERM {
 			errno = syscall.ENOENT
 		}
 		return nil, errno

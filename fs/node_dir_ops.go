@@ -442,10 +442,14 @@ func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
 		for b := buf[:nb]; len(b) > 0; {
 			ino, typ, name, reclen := parseDirent(b)
 			b = b[reclen:]
-			if name == "." || name == ".." {
-				continue
+			plain, ok := name, true
+			if name != "." && name != ".." {
+				// "." and ".." are listed as the lower directory has
+				// them, as go-fuse's loopback does (its bridge does not
+				// look them up in READDIRPLUS); they are not names of
+				// the transform.
+				plain, ok = s.t.plainName(a, n, d, name)
 			}
-			plain, ok := s.t.plainName(a, n, d, name)
 			if !ok {
 				continue
 			}
