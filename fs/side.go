@@ -98,25 +98,40 @@ func (s *side) rel(a *acct, n *node) (string, syscall.Errno) {
 
 var untimed = &acct{}
 
+// walk builds the path from the root down in one buffer: the parent chain
+// first, then one lower name per level, each computed knowing its
+// directory's path (a prefix of the buffer, shared, not copied), so that
+// a node at depth d costs O(d) and not a copy of its path per level.
 func (s *side) walk(n *node) (string, syscall.Errno) {
-	if n.isRoot() {
-		return "", 0
+	type step struct {
+		n    *node
+		name string
 	}
-	name, parent := n.Parent()
-	if parent == nil {
-		// Unlinked while open: only its file handles still reach it.
-		return "", syscall.ENOENT
+	var up []step
+	for m := n; !m.isRoot(); {
+		name, parent := m.Parent()
+		if parent == nil {
+			// Unlinked while open: only its file handles still reach it.
+			return "", syscall.ENOENT
+		}
+		up = append(up, step{m, name})
+		m = parent.Operations().(*node)
 	}
-	pn := parent.Operations().(*node)
-	dirRel, errno := s.walk(pn)
-	if errno != 0 {
-		return "", errno
+	// A strings.Builder only appends: what String returned stays valid.
+	var b strings.Builder
+	pn := n.r.rootNode
+	for i := len(up) - 1; i >= 0; i-- {
+		lower, errno := s.nodeName(pn, up[i].n, b.String(), up[i].name)
+		if errno != 0 {
+			return "", errno
+		}
+		if b.Len() > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(lower)
+		pn = up[i].n
 	}
-	lower, errno := s.nodeName(pn, n, dirRel, name)
-	if errno != 0 {
-		return "", errno
-	}
-	return join(dirRel, lower), 0
+	return b.String(), 0
 }
 
 // lowerCache is the lower name of a node as computed under one parent,
@@ -373,6 +388,50 @@ func probeOpenat2(rootFd int, log zerolog.Logger) {
 // without following any symlink and without leaving dirFd's tree.
 // O_CLOEXEC is implied; mode is used with O_CREAT only.
 func openBeneath(dirFd int, rel string, flags int, mode uint32) (int, error) {
+	return openBeneathIn(dirFd, rel, flags, mode, maxPathArg)
+}
+
+// maxPathArg is the longest path one system call takes: PATH_MAX (4096)
+// counts the terminating NUL. It bounds each call, not the depth of a
+// tree: a program goes deeper with *at calls or chdir, and the lower path
+// of a deep node, with encrypted names longer than the plaintext ones,
+// passes it long before the plaintext path does.
+const maxPathArg = unix.PathMax - 1
+
+// openBeneathIn resolves a rel longer than chunk in pieces of whole
+// components, each at most chunk bytes and opened O_PATH from the
+// descriptor of the previous piece under the same rules (beneath it, no
+// symlink, no ".."), so the whole path stays beneath dirFd and crosses no
+// symlink, as one call would. Paths that fit take one call, as before.
+func openBeneathIn(dirFd int, rel string, flags int, mode uint32, chunk int) (int, error) {
+	fd := dirFd
+	for len(rel) > chunk {
+		i := strings.LastIndexByte(rel[:chunk+1], '/')
+		if i <= 0 {
+			// A component longer than a whole call (none is: NAME_MAX).
+			if fd != dirFd {
+				syscall.Close(fd)
+			}
+			return -1, syscall.ENAMETOOLONG
+		}
+		next, err := openBeneath1(fd, rel[:i], unix.O_PATH|unix.O_DIRECTORY, 0)
+		if fd != dirFd {
+			syscall.Close(fd)
+		}
+		if err != nil {
+			return -1, err
+		}
+		fd, rel = next, rel[i+1:]
+	}
+	res, err := openBeneath1(fd, rel, flags, mode)
+	if fd != dirFd {
+		syscall.Close(fd)
+	}
+	return res, err
+}
+
+// openBeneath1 is openBeneath for a rel that fits in one call.
+func openBeneath1(dirFd int, rel string, flags int, mode uint32) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
