@@ -107,7 +107,8 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 		n    *node
 		name string
 	}
-	var up []step
+	var stack [16]step
+	up := stack[:0]
 	for m := n; !m.isRoot(); {
 		name, parent := m.Parent()
 		if parent == nil {
