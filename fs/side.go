@@ -355,7 +355,9 @@ func (s *side) openNode(a *acct, n *node, flags int) (int, string, syscall.Errno
 // while the kernel still has a node for it, a file swapped for a symlink),
 // the daemon never reads or writes outside LOWER. A symlink met on the way
 // gives ELOOP to the application ("too many levels of symbolic links"),
-// the error the final O_NOFOLLOW component always gave.
+// the error the final O_NOFOLLOW component always gave. A path longer
+// than one system call takes is resolved in pieces, each under the same
+// rules (openBeneathIn).
 
 const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
@@ -402,8 +404,9 @@ const maxPathArg = unix.PathMax - 1
 // openBeneathIn resolves a rel longer than chunk in pieces of whole
 // components, each at most chunk bytes and opened O_PATH from the
 // descriptor of the previous piece under the same rules (beneath it, no
-// symlink, no ".."), so the whole path stays beneath dirFd and crosses no
-// symlink, as one call would. Paths that fit take one call, as before.
+// symlink), so the whole path stays beneath dirFd and crosses no symlink,
+// as one call would (our paths hold no ".."). Paths that fit take one
+// call, as before.
 func openBeneathIn(dirFd int, rel string, flags int, mode uint32, chunk int) (int, error) {
 	fd := dirFd
 	for len(rel) > chunk {
