@@ -122,7 +122,9 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// The kernel leaves the clearing of set-user-ID bits on write to us
 	// and stops asking GETXATTR security.capability before each write.
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
-	var raw fuse.RawFileSystem = &killPriv{fs.NewNodeFS(r.rootNode, opts)}
+	// The kernel sends the caller's umask; we apply it (see umask.go).
+	opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
+	var raw fuse.RawFileSystem = &umaskRaw{&killPriv{fs.NewNodeFS(r.rootNode, opts)}}
 	if wrap != nil {
 		raw = wrap(raw)
 	}

@@ -114,16 +114,31 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	o := n.r.beginNamed(measure.OpMkdir, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
-		// Made private first, so that the directory IV can be written
-		// even when mode has no write bit, then given its real mode.
-		if err := a.lowerErr(func() error { return unix.Mkdirat(e.dir, e.name, 0700) }); err != nil {
+		// Made with its real mode at once: a default ACL of the parent
+		// is inherited from it (see umask.go).
+		cm := newCreateMode(ctx, mode)
+		want := cm.lower(a, e.dir)
+		if err := a.lowerErr(func() error { return unix.Mkdirat(e.dir, e.name, want) }); err != nil {
 			return err
 		}
-		if errno := s.t.newDir(a, s.loc(e.dir, e.dirRel, e.name)); errno != 0 {
+		cm.settleAt(a, e.dir, e.name, want)
+		d := s.loc(e.dir, e.dirRel, e.name)
+		errno := s.t.newDir(a, d)
+		if errno == syscall.EACCES {
+			// A daemon without root's powers writes the directory IV
+			// into a directory made without write permission through
+			// a passing chmod.
+			var st syscall.Stat_t
+			if fstatat(e.dir, e.name, &st) == nil && chmodAt(e.dir, e.name, st.Mode&07777|0700) == nil {
+				errno = s.t.newDir(a, d)
+				chmodAt(e.dir, e.name, st.Mode&07777)
+			}
+		}
+		if errno != 0 {
 			unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR)
 			return errno
 		}
-		return a.lowerErr(func() error { return chmodAt(e.dir, e.name, mode&07777) })
+		return nil
 	})
 	return ch, errno
 }
@@ -132,7 +147,13 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	o := n.r.beginNamed(measure.OpMknod, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, a *acct, e entry) error {
-		return a.lowerErr(func() error { return unix.Mknodat(e.dir, e.name, mode, int(rdev)) })
+		cm := newCreateMode(ctx, mode)
+		want := cm.lower(a, e.dir)
+		if err := a.lowerErr(func() error { return unix.Mknodat(e.dir, e.name, mode&^07777|want, int(rdev)) }); err != nil {
+			return err
+		}
+		cm.settleAt(a, e.dir, e.name, want)
+		return nil
 	})
 	return ch, errno
 }

@@ -51,15 +51,29 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer func() { o.end(errno) }()
 	fd, twinFd := -1, -1
 	ch, rel, errno := n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
+		cm := newCreateMode(ctx, mode)
+		want := cm.lower(a, e.dir)
 		t0 := a.now()
 		// O_NOFOLLOW (in openFlags): a symlink planted under the name
-		// is not followed, the create fails with ELOOP.
-		f, err := unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
+		// is not followed, the create fails with ELOOP. O_EXCL: only
+		// a file made here gets its mode settled; one that appeared
+		// meanwhile is opened as it is, unless the caller said O_EXCL.
+		f, err := unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT|syscall.O_EXCL, want)
+		created := err == nil
+		if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+			f, err = unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT, want)
+		}
 		a.lowerSince(t0)
 		if s == n.r.main {
 			fd = f
 		} else {
 			twinFd = f
+		}
+		if created {
+			var st syscall.Stat_t
+			if a.fstat(f, &st) == nil {
+				cm.settle(a, e.dir, e.name, st.Mode, want)
+			}
 		}
 		return err
 	})
