@@ -122,7 +122,10 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// The kernel leaves the clearing of set-user-ID bits on write to us
 	// and stops asking GETXATTR security.capability before each write.
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
-	// The kernel sends the caller's umask; we apply it (see umask.go).
+	// POSIX ACLs, stored as the lower files' own ACLs, are enforced by
+	// the kernel (which caches them per inode); it leaves the umask to
+	// us (DONT_MASK), because a default ACL overrides it (see umask.go).
+	opts.MountOptions.EnableAcl = true
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	var raw fuse.RawFileSystem = &umaskRaw{&killPriv{fs.NewNodeFS(r.rootNode, opts)}}
 	if wrap != nil {

@@ -24,9 +24,9 @@ import (
 // kernel's rule (setattr_should_drop_suidgid): set-user-ID always,
 // set-group-ID when group-executable or when the caller is not in the
 // file's group.
-// File capabilities need no work here: the lower filesystem drops
-// security.capability on the daemon's own write, and the encrypted mount
-// stores no security.* attributes at all.
+// File capabilities need no work here: security.capability is stored in
+// the clear on the lower file, on every mount, and the lower filesystem
+// drops it on the daemon's own write, even root's.
 type killPriv struct {
 	fuse.RawFileSystem
 }

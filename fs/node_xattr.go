@@ -3,10 +3,14 @@ package fs
 import (
 	"bytes"
 	"context"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/keys"
@@ -22,6 +26,17 @@ var (
 
 // xattrMax is the largest value the kernel passes (XATTR_SIZE_MAX).
 const xattrMax = 64 << 10
+
+// Every xattr namespace is stored on the lower file under its own name, on
+// the encrypted mount as on the twin; the transform only decides how a
+// value is stored (crypt seals user.* and trusted.* values, see
+// xattrSealed). POSIX ACLs are the lower files' real ACLs, so that the
+// lower filesystem inherits default ACLs and keeps the ACL mask in step
+// with chmod, and the kernel enforces them (FUSE_POSIX_ACL).
+const (
+	aclAccess  = "system.posix_acl_access"
+	aclDefault = "system.posix_acl_default"
+)
 
 // xattrBufs holds buffers for reading any xattr value or list whole
 // (xattrMax plus the sealing overhead): allocating and zeroing 64 KiB per
@@ -48,9 +63,6 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 	o := n.r.begin(measure.OpGetxattr, n)
 	defer func() { o.end(errno) }()
 	get := func(s *side, a *acct) ([]byte, string, syscall.Errno) {
-		if !s.t.xattrAllowed(attr) {
-			return nil, "", syscall.ENODATA
-		}
 		fd, p, rel, errno := s.xattrNode(a, n)
 		if errno != 0 {
 			return nil, "", errno
@@ -62,6 +74,12 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 		t0 := a.now()
 		sz, err := unix.Getxattr(p, attr, buf)
 		a.lowerSince(t0)
+		if err == syscall.EOPNOTSUPP && (attr == aclAccess || attr == aclDefault) {
+			// A lower filesystem without ACLs: the kernel, which asks
+			// for ACLs to check permissions, takes ENODATA for "none"
+			// and EOPNOTSUPP for a failure.
+			return nil, "", syscall.ENODATA
+		}
 		if err != nil {
 			return nil, "", toErrno(err)
 		}
@@ -97,9 +115,6 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	o := n.r.begin(measure.OpSetxattr, n)
 	defer func() { o.end(errno) }()
 	set := func(s *side, a *acct) syscall.Errno {
-		if !s.t.xattrAllowed(attr) {
-			return syscall.EOPNOTSUPP
-		}
 		value, errno := s.t.encodeXattr(a, attr, data)
 		if errno != 0 {
 			return errno
@@ -113,9 +128,14 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		}
 		defer syscall.Close(fd)
 		t0 := a.now()
-		err := unix.Setxattr(p, attr, value, int(flags))
-		a.lowerSince(t0)
-		return toErrno(err)
+		defer a.lowerSince(t0)
+		if err := unix.Setxattr(p, attr, value, int(flags)); err != nil {
+			return toErrno(err)
+		}
+		if attr == aclAccess {
+			killACLSetgid(ctx, fd, p)
+		}
+		return 0
 	}
 	errno = set(n.r.main, &o.a)
 	o.mirror(n.r, set)
@@ -140,10 +160,16 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (size uint32, errno s
 		if err != nil {
 			return nil, toErrno(err)
 		}
-		var list []byte
-		for _, name := range bytes.Split(buf[:sz], []byte{0}) {
-			if len(name) > 0 && s.t.xattrAllowed(string(name)) {
-				list = append(append(list, name...), 0)
+		list := append([]byte(nil), buf[:sz]...)
+		if bytes.Contains(list, []byte("trusted.")) && !callerCapable(ctx, capSysAdmin) {
+			// Natively trusted.* names are listed to CAP_SYS_ADMIN
+			// only; the daemon, which lists them as root, must
+			// leave them out for others.
+			list = list[:0]
+			for _, name := range bytes.Split(buf[:sz], []byte{0}) {
+				if len(name) > 0 && !bytes.HasPrefix(name, []byte("trusted.")) {
+					list = append(append(list, name...), 0)
+				}
 			}
 		}
 		return list, 0
@@ -169,9 +195,6 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	o := n.r.begin(measure.OpRemovexattr, n)
 	defer func() { o.end(errno) }()
 	remove := func(s *side, a *acct) syscall.Errno {
-		if !s.t.xattrAllowed(attr) {
-			return syscall.ENODATA
-		}
 		fd, p, _, errno := s.xattrNode(a, n)
 		if errno != 0 {
 			return errno
@@ -185,4 +208,47 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	errno = remove(n.r.main, &o.a)
 	o.mirror(n.r, remove)
 	return errno
+}
+
+// Capability bit numbers.
+const (
+	capFsetid   = 4
+	capSysAdmin = 21
+)
+
+// killACLSetgid clears the set-group-ID bit of the file at p (open as fd)
+// after its access ACL was set by a caller neither in the file's group nor
+// holding CAP_FSETID, as native filesystems do (posix_acl_update_mode): the
+// lower filesystem does not, since the daemon that sets it is root.
+func killACLSetgid(ctx context.Context, fd int, p string) {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_ISGID == 0 {
+		return
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok || inGroup(c, st.Gid) || callerCapable(ctx, capFsetid) {
+		return
+	}
+	syscall.Chmod(p, st.Mode&07777&^syscall.S_ISGID)
+}
+
+// callerCapable reports whether the process of request ctx has capability
+// bit capBit in its effective set (from /proc; a caller gone meanwhile has
+// none).
+func callerCapable(ctx context.Context, capBit uint) bool {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(rest), 16, 64)
+			return err == nil && caps&(1<<capBit) != 0
+		}
+	}
+	return false
 }

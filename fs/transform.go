@@ -57,8 +57,7 @@ type transform interface {
 	decodeLink(a *acct, root dirLoc, lower []byte) ([]byte, syscall.Errno)
 	dropLink(a *acct, root dirLoc, lower string)
 
-	// xattrs: which names pass, how values are stored.
-	xattrAllowed(attr string) bool
+	// xattrs: how values are stored (every name passes, see node_xattr.go).
 	encodeXattr(a *acct, attr string, value []byte) ([]byte, syscall.Errno)
 	decodeXattr(a *acct, attr string, lower []byte) ([]byte, syscall.Errno)
 	xattrOverhead() int

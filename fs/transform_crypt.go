@@ -351,20 +351,29 @@ func (t *cryptTransform) dropLink(a *acct, root dirLoc, lower string) {
 	}
 }
 
-// Only user.* xattrs are stored: their values are sealed with the name as
-// associated data, so a value cannot be moved to another attribute. Other
-// namespaces (security.*, system.* ACLs, trusted.*) are interpreted by the
-// lower kernel filesystem and cannot hold ciphertext.
-func (t *cryptTransform) xattrAllowed(attr string) bool {
-	return strings.HasPrefix(attr, "user.")
+// xattrSealed says which values are sealed: user.* and trusted.* values
+// are data (trusted.* only root's), sealed with the name as associated
+// data so that a value cannot be moved to another attribute. Values of
+// system.* (POSIX ACLs) and security.* (file capabilities, security
+// labels) are permissions, which LOWER shows anyway (modes, owners): they
+// stay in the clear, where the lower kernel filesystem interprets them
+// (ACL inheritance, chmod's ACL mask, dropping capabilities on write).
+func xattrSealed(attr string) bool {
+	return strings.HasPrefix(attr, "user.") || strings.HasPrefix(attr, "trusted.")
 }
 
 func (t *cryptTransform) encodeXattr(a *acct, attr string, value []byte) ([]byte, syscall.Errno) {
+	if !xattrSealed(attr) {
+		return value, 0
+	}
 	defer a.cryptoSince(a.now())
 	return t.seal.Seal(value, []byte("xattr "+attr)), 0
 }
 
 func (t *cryptTransform) decodeXattr(a *acct, attr string, lower []byte) ([]byte, syscall.Errno) {
+	if !xattrSealed(attr) {
+		return lower, 0
+	}
 	defer a.cryptoSince(a.now())
 	v, err := t.seal.Open(lower, []byte("xattr "+attr))
 	if err != nil {

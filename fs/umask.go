@@ -90,7 +90,7 @@ func newCreateMode(ctx context.Context, mode uint32) *createMode {
 func (c *createMode) inherits(a *acct, dir int) bool {
 	if c.acl == 0 {
 		t0 := a.now()
-		n, err := unix.Getxattr(procFd(dir), "system.posix_acl_default", nil)
+		n, err := unix.Getxattr(procFd(dir), aclDefault, nil)
 		a.lowerSince(t0)
 		c.acl = -1
 		if err == nil && n > 0 {
