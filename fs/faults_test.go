@@ -407,7 +407,18 @@ func TestFaultReadOnlyLower(t *testing.T) {
 	})
 	remount := func(flags uintptr) {
 		for _, b := range binds {
-			if err := syscall.Mount("", b, "", syscall.MS_REMOUNT|syscall.MS_BIND|flags, ""); err != nil {
+			// FUSE sends RELEASE after close(2) returns, asynchronously:
+			// for a moment after the clients closed their files the daemon
+			// may still hold a lower descriptor open for writing, and a
+			// read-only remount is refused (EBUSY) until it lets go.
+			var err error
+			for i := 0; i < 100; i++ {
+				if err = syscall.Mount("", b, "", syscall.MS_REMOUNT|syscall.MS_BIND|flags, ""); err != syscall.EBUSY {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil {
 				t.Fatalf("remount %s: %v", b, err)
 			}
 		}
