@@ -1,17 +1,22 @@
 package fs
 
-// Differential testing against the twin ("nothing lost"): one seeded random
-// sequence of operations is applied to an encrypted mount and to a
-// passthrough twin on fresh volumes, and every result must be the same:
-// bytes read, sizes, errno of every call, listings, xattr values, symlink
-// targets, and the full content of every file every few steps. The twin is
-// the very same engine with the cipher off, so any difference is the
-// cipher's (or the extent arithmetic's) fault. A plain directory on the
-// lower filesystem takes the same ops too (-difftest.native, on by
-// default): it catches the engine's own bugs, which the twin shares.
+// Differential testing against the native filesystem: one seeded random
+// sequence of operations is applied to a plain directory on the lower
+// filesystem (the oracle: -difftest.native, on by default) and to fresh
+// mounts, and every result must be the same: errno of every call, bytes
+// read, modes, owners, sizes, link counts, listings (with . and .., read
+// with getdents), xattr values of every namespace (user, security,
+// trusted, POSIX ACLs), symlink targets, SEEK_DATA/SEEK_HOLE walks, and the
+// full content of every file every few steps. Every variant is compared
+// with the plain directory, the twin too: the twin is the very same
+// engine with the cipher off, so it shares the engine's bugs and cannot be
+// the reference (-difftest.native=false makes it the reference again, to
+// tell a cipher bug from an engine bug). Some ops run in a helper process
+// as another user (setfsuid) and with its own umask, as a real caller
+// would; deep trees are walked with *at calls from a directory descriptor.
 //
-//	go test -run TestDifferential ./fs                         CI (both ciphers)
-//	go test -run TestDifferential ./fs -args -seed=N -difftest.steps=5000
+//	go test -run TestDifferential ./fs                         CI (every variant)
+//	go test -v -run TestDifferential ./fs -args -seed=N -difftest.steps=5000
 //	go test -run '^$' -fuzz FuzzDifferential ./fs              byte-driven
 //	make soak                                                  TestSoak, soak_test.go
 //
@@ -19,6 +24,8 @@ package fs
 // mounts, bounded by -difftest.shrink) and printed again as Go-like steps.
 // The ops are plain data (diffOp), so a shrunk sequence becomes a
 // regression test as it is: see the TestDifferentialBug tests at the end.
+// A run logs (-v) how many ops of each kind it made and how many results
+// it compared with the reference.
 
 import (
 	"bufio"
@@ -52,7 +59,7 @@ var (
 	flagDiffEvery  = flag.Int("difftest.every", 25, "compare every file's full content every this many steps")
 	flagDiffShrink = flag.Duration("difftest.shrink", 90*time.Second, "time bound for shrinking a failing sequence (0: no shrinking)")
 	flagSoak       = flag.Duration("soak", 0, "run TestSoak for this long (0: skip it)")
-	flagDiffNative = flag.Bool("difftest.native", true, "also compare with a plain directory on the lower filesystem (finds the bugs the twin shares)")
+	flagDiffNative = flag.Bool("difftest.native", true, "compare with a plain directory on the lower filesystem (false: with the twin, which shares the engine's bugs)")
 	flagDiffKnown  = flag.Bool("difftest.known", false, "let the generator hit the reported bugs of knownBug too (each has its own failing TestDifferentialBug test)")
 )
 
@@ -319,27 +326,69 @@ func formatOps(ops []diffOp) string {
 	return b.String()
 }
 
+// diffVariants are the mounts the differential tests compare with the
+// plain directory: both ciphers, encrypted content with plaintext names,
+// and the twin.
+var diffVariants = []variant{variants[0], variants[1],
+	{name: "plainnames", cipher: "aes-xts", keyBytes: 64, plaintextNames: true}, variants[2]}
+
 // diffEnv is a set of mounts that receive the same operations: mounts[0]
-// is the twin, the reference; the others are encrypted.
+// is the reference (a plain directory, or the twin without -difftest.native),
+// the others are compared with it.
 type diffEnv struct {
 	t        testing.TB
 	names    []string
 	mounts   []*testMount
 	mmap     *mmapHelper
-	compared atomic.Int64 // plaintext bytes compared against the twin
+	compared atomic.Int64 // bytes compared against the reference
+	stats    *diffStats
 }
 
-// newDiffEnv mounts the twin and vs, and with native a plain directory.
-func newDiffEnv(t testing.TB, native bool, vs ...variant) *diffEnv {
-	e := &diffEnv{t: t}
-	for _, v := range append([]variant{variants[2]}, vs...) {
-		e.names = append(e.names, v.name)
-		e.mounts = append(e.mounts, mountVariant(t, v))
+// diffStats counts what a run did: ops per kind, and comparisons of one
+// mount's answer with the reference's (one per mount per result, state
+// observation, stat, listing, xattr set, content chunk).
+type diffStats struct {
+	ops         [dCheck + 1]atomic.Int64
+	comparisons atomic.Int64
+}
+
+func (s *diffStats) String() string {
+	var b strings.Builder
+	total := int64(0)
+	for k := range s.ops {
+		total += s.ops[k].Load()
 	}
+	fmt.Fprintf(&b, "%d ops, %d comparisons with the reference; per kind:", total, s.comparisons.Load())
+	for k := range s.ops {
+		if n := s.ops[k].Load(); n > 0 {
+			fmt.Fprintf(&b, " %s %d", diffKind(k), n)
+		}
+	}
+	return b.String()
+}
+
+func (s *diffStats) add(o *diffStats) {
+	for k := range s.ops {
+		s.ops[k].Add(o.ops[k].Load())
+	}
+	s.comparisons.Add(o.comparisons.Load())
+}
+
+// newDiffEnv makes the reference (a plain directory with native, else a
+// twin) and mounts vs.
+func newDiffEnv(t testing.TB, native bool, vs ...variant) *diffEnv {
+	e := &diffEnv{t: t, stats: &diffStats{}}
 	if native {
 		dir := t.TempDir()
+		must(t, os.Chmod(dir, 0755)) // as a mount's root: other users may enter
 		e.names = append(e.names, "native")
 		e.mounts = append(e.mounts, &testMount{lower: dir, mnt: dir, unmounted: true})
+	} else {
+		vs = append([]variant{variants[2]}, vs...)
+	}
+	for _, v := range vs {
+		e.names = append(e.names, v.name)
+		e.mounts = append(e.mounts, mountVariant(t, v))
 	}
 	e.mmap = startMmapHelper(t)
 	return e
@@ -900,20 +949,68 @@ func lstatLine(p string) string {
 	return s
 }
 
-// listing is a directory's sorted names and types.
+// dirent is one entry of a getdents listing.
+type dirent struct {
+	name string
+	typ  uint8 // DT_*
+}
+
+// readDirents lists the directory open at fd with getdents, . and ..
+// included, sorted by name.
+func readDirents(fd int) ([]dirent, syscall.Errno) {
+	var ents []dirent
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, errnoOf(err)
+		}
+		if n <= 0 {
+			break
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			// struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
+			reclen := int(binary.LittleEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, syscall.EPROTO
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			ents = append(ents, dirent{string(name), b[18]})
+			b = b[reclen:]
+		}
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
+	return ents, 0
+}
+
+// listing is a directory's sorted names and types, . and .. included (a
+// program that reads a directory with getdents sees them).
 func listing(p string) ([]byte, syscall.Errno) {
-	ents, err := os.ReadDir(p)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
-	var b bytes.Buffer
-	for _, de := range ents {
-		fmt.Fprintf(&b, "%s %v\n", de.Name(), de.Type())
-	}
-	return b.Bytes(), 0
+	defer unix.Close(fd)
+	return listingFd(fd)
 }
 
-// xattrDump lists the user.* attributes of p and their values.
+func listingFd(fd int) ([]byte, syscall.Errno) {
+	ents, errno := readDirents(fd)
+	var b bytes.Buffer
+	for _, de := range ents {
+		fmt.Fprintf(&b, "%s type=%d\n", de.name, de.typ)
+	}
+	return b.Bytes(), errno
+}
+
+// xattrDump lists the extended attributes of p, every namespace, and
+// their values.
 func xattrDump(p string) string {
 	buf := make([]byte, 64<<10)
 	n, err := unix.Llistxattr(p, buf)
@@ -922,7 +1019,7 @@ func xattrDump(p string) string {
 	}
 	var names []string
 	for _, name := range strings.Split(string(buf[:n]), "\x00") {
-		if strings.HasPrefix(name, "user.") {
+		if name != "" {
 			names = append(names, name)
 		}
 	}
@@ -1112,6 +1209,7 @@ func (c *diffClient) observe(i int, o *diffOp) string {
 func (c *diffClient) apply(o diffOp) *diffFailure {
 	c.ops = append(c.ops, o)
 	step := len(c.ops) - 1
+	c.e.stats.ops[o.kind].Add(1)
 	if o.kind == dCheck {
 		f := c.compareAll()
 		if f != nil {
@@ -1144,29 +1242,31 @@ func (c *diffClient) apply(o diffOp) *diffFailure {
 		r, name := res[i], c.e.names[i]
 		switch {
 		case r.skipped != ref.skipped:
-			return fail("slot", "descriptor open on twin %v, on %s %v", !ref.skipped, name, !r.skipped)
+			return fail("slot", "descriptor open on %s %v, on %s %v", c.e.names[0], !ref.skipped, name, !r.skipped)
 		case r.errno != ref.errno:
-			return fail("errno", "twin %d (%v), %s %d (%v)", int(ref.errno), ref.errno, name, int(r.errno), r.errno)
+			return fail("errno", "%s %d (%v), %s %d (%v)", c.e.names[0], int(ref.errno), ref.errno, name, int(r.errno), r.errno)
 		case r.n != ref.n:
-			return fail("count", "twin %d, %s %d", ref.n, name, r.n)
+			return fail("count", "%s %d, %s %d", c.e.names[0], ref.n, name, r.n)
 		case r.info != ref.info:
-			return fail("result", "twin %q, %s %q", ref.info, name, r.info)
+			return fail("result", "%s %q, %s %q", c.e.names[0], ref.info, name, r.info)
 		case !bytes.Equal(r.data, ref.data):
-			return fail("data", "%s", describeDiff(ref.data, r.data, name))
+			return fail("data", "%s", describeDiff(ref.data, r.data, c.e.names[0], name))
 		}
 		c.e.compared.Add(int64(len(r.data)))
+		c.e.stats.comparisons.Add(1)
 	}
 	obs0 := c.observe(0, &o)
 	for i := 1; i < len(res); i++ {
+		c.e.stats.comparisons.Add(1)
 		if obs := c.observe(i, &o); obs != obs0 {
-			return fail("state", "afterwards twin and %s differ:\n%s", c.e.names[i], lineDiff(obs0, obs, c.e.names[i]))
+			return fail("state", "afterwards %s and %s differ:\n%s", c.e.names[0], c.e.names[i], lineDiff(obs0, obs, c.e.names[0], c.e.names[i]))
 		}
 	}
 	return nil
 }
 
 // describeDiff says where two byte strings first differ.
-func describeDiff(ref, got []byte, name string) string {
+func describeDiff(ref, got []byte, refName, name string) string {
 	i := 0
 	for i < len(ref) && i < len(got) && ref[i] == got[i] {
 		i++
@@ -1176,11 +1276,11 @@ func describeDiff(ref, got []byte, name string) string {
 		end++
 	}
 	lo, hi := i, min(i+16, len(ref), len(got))
-	return fmt.Sprintf("twin %d bytes, %s %d bytes; first difference at byte %d (differing run of %d bytes), twin % x, %s % x",
-		len(ref), name, len(got), i, end-i, ref[lo:max(lo, min(hi, len(ref)))], name, got[lo:max(lo, min(hi, len(got)))])
+	return fmt.Sprintf("%s %d bytes, %s %d bytes; first difference at byte %d (differing run of %d bytes), %s % x, %s % x",
+		refName, len(ref), name, len(got), i, end-i, refName, ref[lo:max(lo, min(hi, len(ref)))], name, got[lo:max(lo, min(hi, len(got)))])
 }
 
-func lineDiff(a, b, name string) string {
+func lineDiff(a, b, refName, name string) string {
 	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
 	var out strings.Builder
 	for i := 0; i < max(len(al), len(bl)); i++ {
@@ -1192,70 +1292,97 @@ func lineDiff(a, b, name string) string {
 			y = bl[i]
 		}
 		if x != y {
-			fmt.Fprintf(&out, "\t\ttwin: %s\n\t\t%s: %s\n", x, name, y)
+			fmt.Fprintf(&out, "\t\t%s: %s\n\t\t%s: %s\n", refName, x, name, y)
 		}
 	}
 	return out.String()
 }
 
 // compareAll compares the client's whole subtree and every readable open
-// descriptor, content included.
+// descriptor, content included. It walks from directory descriptors
+// (/proc/self/fd/N/name), so trees deeper than PATH_MAX are compared too.
 func (c *diffClient) compareAll() *diffFailure {
 	fail := func(what, format string, args ...any) *diffFailure {
 		return &diffFailure{sig: "check:" + what, msg: fmt.Sprintf("full comparison: %s: ", what) + fmt.Sprintf(format, args...)}
 	}
-	var walk func(rel string) *diffFailure
-	walk = func(rel string) *diffFailure {
-		l0, e0 := listing(c.e.abs(0, rel))
+	ref := c.e.names[0]
+	count := func() { c.e.stats.comparisons.Add(int64(len(c.e.mounts) - 1)) }
+	at := func(dirfd int, name string) string { return fmt.Sprintf("/proc/self/fd/%d/%s", dirfd, name) }
+	// walk compares the directory rel, open at dirfds[i] on mount i.
+	var walk func(rel string, dirfds []int) *diffFailure
+	walk = func(rel string, dirfds []int) *diffFailure {
+		l0, e0 := listingFd(dirfds[0])
 		for i := 1; i < len(c.e.mounts); i++ {
-			if l, e := listing(c.e.abs(i, rel)); e != e0 || !bytes.Equal(l, l0) {
-				return fail("listing", "readdir(%s): twin errno %d, %s errno %d\n%s", goPath(rel), e0, c.e.names[i], e,
-					lineDiff(string(l0), string(l), c.e.names[i]))
+			if l, e := listingFd(dirfds[i]); e != e0 || !bytes.Equal(l, l0) {
+				return fail("listing", "readdir(%s): %s errno %d, %s errno %d\n%s", goPath(rel), ref, e0, c.e.names[i], e,
+					lineDiff(string(l0), string(l), ref, c.e.names[i]))
 			}
 		}
-		ents, _ := os.ReadDir(c.e.abs(0, rel))
+		count()
+		unix.Seek(dirfds[0], 0, unix.SEEK_SET)
+		ents, _ := readDirents(dirfds[0])
 		for _, de := range ents {
-			r := path.Join(rel, de.Name())
-			s0, x0 := lstatLine(c.e.abs(0, r)), xattrDump(c.e.abs(0, r))
+			if de.name == "." || de.name == ".." {
+				continue
+			}
+			r := path.Join(rel, de.name)
+			s0, x0 := lstatLine(at(dirfds[0], de.name)), xattrDump(at(dirfds[0], de.name))
 			for i := 1; i < len(c.e.mounts); i++ {
-				if s := lstatLine(c.e.abs(i, r)); s != s0 {
-					return fail("stat", "lstat(%s): twin %s, %s %s", goPath(r), s0, c.e.names[i], s)
+				if s := lstatLine(at(dirfds[i], de.name)); s != s0 {
+					return fail("stat", "lstat(%s): %s %s, %s %s", goPath(r), ref, s0, c.e.names[i], s)
 				}
-				if x := xattrDump(c.e.abs(i, r)); x != x0 {
-					return fail("xattr", "%s: twin %s, %s %s", goPath(r), x0, c.e.names[i], x)
+				if x := xattrDump(at(dirfds[i], de.name)); x != x0 {
+					return fail("xattr", "%s: %s %s, %s %s", goPath(r), ref, x0, c.e.names[i], x)
 				}
 			}
-			switch {
-			case de.IsDir():
-				if f := walk(r); f != nil {
+			c.e.stats.comparisons.Add(2 * int64(len(c.e.mounts)-1))
+			var flags int
+			switch de.typ {
+			case unix.DT_DIR:
+				flags = unix.O_RDONLY | unix.O_DIRECTORY
+			case unix.DT_REG:
+				flags = unix.O_RDONLY
+			default:
+				continue
+			}
+			fds := make([]int, len(c.e.mounts))
+			var errs []syscall.Errno
+			for i := range c.e.mounts {
+				fd, err := unix.Openat(dirfds[i], de.name, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+				fds[i] = fd
+				errs = append(errs, errnoOf(err))
+				if err == nil {
+					defer unix.Close(fd)
+				}
+			}
+			for i := 1; i < len(errs); i++ {
+				if errs[i] != errs[0] {
+					return fail("open", "open(%s): %s errno %d, %s errno %d", goPath(r), ref, errs[0], c.e.names[i], errs[i])
+				}
+			}
+			if errs[0] != 0 {
+				continue
+			}
+			if de.typ == unix.DT_DIR {
+				if f := walk(r, fds); f != nil {
 					return f
 				}
-			case de.Type().IsRegular():
-				fds := make([]int, len(c.e.mounts))
-				var errs []syscall.Errno
-				for i := range c.e.mounts {
-					fd, err := unix.Open(c.e.abs(i, r), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-					fds[i] = fd
-					errs = append(errs, errnoOf(err))
-					if err == nil {
-						defer unix.Close(fd)
-					}
-				}
-				for i := 1; i < len(errs); i++ {
-					if errs[i] != errs[0] {
-						return fail("open", "open(%s): twin errno %d, %s errno %d", goPath(r), errs[0], c.e.names[i], errs[i])
-					}
-				}
-				if errs[0] == 0 {
-					if f := c.e.compareContent(goPath(r), fds); f != nil {
-						return f
-					}
-				}
+			} else if f := c.e.compareContent(goPath(r), fds); f != nil {
+				return f
 			}
 		}
 		return nil
 	}
-	if f := walk(c.prefix); f != nil {
+	roots := make([]int, len(c.e.mounts))
+	for i := range c.e.mounts {
+		fd, err := unix.Open(c.e.abs(i, c.prefix), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail("open", "open(%s) on %s: %v", goPath(c.prefix), c.e.names[i], err)
+		}
+		defer unix.Close(fd)
+		roots[i] = fd
+	}
+	if f := walk(c.prefix, roots); f != nil {
 		return f
 	}
 	for s, open := range c.model.slotOpen {
@@ -1290,13 +1417,13 @@ func (e *diffEnv) compareContent(what string, fds []int) *diffFailure {
 		errs = append(errs, errnoOf(unix.Fstat(fd, &st)))
 		sizes = append(sizes, st.Size)
 		if errs[i] != errs[0] {
-			return fail("fstat", "twin errno %d, %s errno %d", errs[0], e.names[i], errs[i])
+			return fail("fstat", "%s errno %d, %s errno %d", e.names[0], errs[0], e.names[i], errs[i])
 		}
 		if errs[i] != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil
 		}
 		if st.Size != sizes[0] {
-			return fail("size", "twin %d bytes, %s %d bytes", sizes[0], e.names[i], st.Size)
+			return fail("size", "%s %d bytes, %s %d bytes", e.names[0], sizes[0], e.names[i], st.Size)
 		}
 	}
 	size := sizes[0]
@@ -1345,12 +1472,13 @@ func (e *diffEnv) compareContent(what string, fds []int) *diffFailure {
 			for i := 1; i < len(fds); i++ {
 				ni, erri := diffPread(fds[i], bufs[i][:n], off)
 				if errnoOf(erri) != errnoOf(err0) || ni != n0 {
-					return fail("read", "pread(%d, %d): twin %d bytes errno %d, %s %d bytes errno %d", n, off, n0, errnoOf(err0), e.names[i], ni, errnoOf(erri))
+					return fail("read", "pread(%d, %d): %s %d bytes errno %d, %s %d bytes errno %d", n, off, e.names[0], n0, errnoOf(err0), e.names[i], ni, errnoOf(erri))
 				}
 				if !bytes.Equal(bufs[0][:n0], bufs[i][:ni]) {
-					return fail("content", "at offset %d: %s", off, describeDiff(bufs[0][:n0], bufs[i][:ni], e.names[i]))
+					return fail("content", "at offset %d: %s", off, describeDiff(bufs[0][:n0], bufs[i][:ni], e.names[0], e.names[i]))
 				}
 				e.compared.Add(int64(n0))
+				e.stats.comparisons.Add(1)
 			}
 		}
 	}
@@ -1579,12 +1707,36 @@ func TestDifferential(t *testing.T) {
 	requireFUSE(t)
 	seed := diffSeed()
 	t.Logf("seed %d", seed)
-	for _, v := range variants[:2] {
+	total := &diffStats{}
+	for _, v := range diffTargetVariants() {
 		t.Run(v.name, func(t *testing.T) {
-			t.Run("sequential", func(t *testing.T) { runSequential(t, v, seed) })
-			t.Run("concurrent", func(t *testing.T) { runConcurrent(t, v, seed) })
+			t.Run("sequential", func(t *testing.T) { total.add(runSequential(t, v, seed)) })
+			t.Run("concurrent", func(t *testing.T) { total.add(runConcurrent(t, v, seed)) })
 		})
 	}
+	t.Logf("difftest summary (seed %d, reference %s): %s", seed, diffRefName(), total)
+}
+
+// diffTargetVariants are the variants compared with the reference: all of
+// them, but the twin when it is the reference.
+func diffTargetVariants() []variant {
+	if *flagDiffNative {
+		return diffVariants
+	}
+	var vs []variant
+	for _, v := range diffVariants {
+		if v.cipher != "" {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+func diffRefName() string {
+	if *flagDiffNative {
+		return "native"
+	}
+	return "twin"
 }
 
 func seqWho(v variant, seed int64) string {
@@ -1592,7 +1744,7 @@ func seqWho(v variant, seed int64) string {
 		seed, v.name, seed, *flagDiffSteps)
 }
 
-func runSequential(t *testing.T, v variant, seed int64) {
+func runSequential(t *testing.T, v variant, seed int64) *diffStats {
 	env := newDiffEnv(t, *flagDiffNative, v)
 	c := newDiffClient(env, "", 3<<20)
 	defer c.closeFds()
@@ -1606,15 +1758,16 @@ func runSequential(t *testing.T, v variant, seed int64) {
 		if f := c.apply(o); f != nil {
 			c.closeFds()
 			reportFailure(t, v, seqWho(v, seed), c.ops, f, true)
-			return
+			return env.stats
 		}
 	}
 	if f := c.apply(diffOp{kind: dCheck}); f != nil {
 		c.closeFds()
 		reportFailure(t, v, seqWho(v, seed), c.ops, f, true)
-		return
+		return env.stats
 	}
-	t.Logf("%s: %d ops, %d bytes compared", v.name, len(c.ops), env.compared.Load())
+	t.Logf("%s: %d ops, %d bytes compared; %s", v.name, len(c.ops), env.compared.Load(), env.stats)
+	return env.stats
 }
 
 // runClient makes the client's subtree and runs steps generated ops on
@@ -1639,7 +1792,7 @@ func runClient(c *diffClient, rng *rand.Rand, steps, every int) *diffFailure {
 // runConcurrent runs several clients at once on their own subtrees, and
 // writers (each in its own region, regions sharing extents) and readers
 // on one shared file, on the same two mounts.
-func runConcurrent(t *testing.T, v variant, seed int64) {
+func runConcurrent(t *testing.T, v variant, seed int64) *diffStats {
 	env := newDiffEnv(t, *flagDiffNative, v)
 	const clients = 4
 	steps := max(*flagDiffSteps/3, 20)
@@ -1679,7 +1832,8 @@ func runConcurrent(t *testing.T, v variant, seed int64) {
 		reportFailure(t, v, fmt.Sprintf("client %s (generator seed %d) of seed %d (rerun: go test -run 'TestDifferential/%s/concurrent' ./fs -args -seed=%d -difftest.steps=%d)",
 			cf.prefix, cf.seed, seed, v.name, seed, *flagDiffSteps), cf.ops, cf.f, true)
 	}
-	t.Logf("%s: %d clients of %d steps and a shared file, %d bytes compared", v.name, clients, steps, env.compared.Load())
+	t.Logf("%s: %d clients of %d steps and a shared file, %d bytes compared; %s", v.name, clients, steps, env.compared.Load(), env.stats)
+	return env.stats
 }
 
 // runSharedFile has writers fill their own regions of one file (regions
@@ -1788,7 +1942,7 @@ func runSharedFile(e *diffEnv, name string, writers, readers, rounds int, seed i
 			return err
 		}
 		if !bytes.Equal(got, want) {
-			return fmt.Errorf("final content on %s: %s", e.names[i], describeDiff(want, got, e.names[i]))
+			return fmt.Errorf("final content on %s: %s", e.names[i], describeDiff(want, got, "expected", e.names[i]))
 		}
 		e.compared.Add(int64(len(got)))
 	}
@@ -1808,7 +1962,7 @@ func FuzzDifferential(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 200))
-	env := newDiffEnv(f, *flagDiffNative, variants[0], variants[1])
+	env := newDiffEnv(f, *flagDiffNative, diffTargetVariants()...)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := newDiffClient(env, "", 256<<10)
 		defer func() {
@@ -1839,11 +1993,11 @@ func FuzzDifferential(f *testing.F) {
 // test; an open one is marked KNOWN BUG in its comment and message, fails
 // until it is fixed, and has a case in knownBug.
 
-// bugTest replays ops on a fresh encrypted mount (each cipher), a twin and
-// a plain directory and fails with what differs.
+// bugTest replays ops on a plain directory and on a fresh mount of each
+// variant and fails with what differs.
 func bugTest(t *testing.T, bug string, ops []diffOp) {
 	requireFUSE(t)
-	for _, v := range variants[:2] {
+	for _, v := range diffVariants {
 		t.Run(v.name, func(t *testing.T) {
 			if f := replayOps(t, v, true, ops); f != nil {
 				t.Errorf("%s:\n%s%s", bug, formatOps(ops), f.msg)
