@@ -113,12 +113,24 @@ const (
 	dListxattr
 	dReaddir
 	dMmap // MAP_SHARED write + msync, in a child process
+	dSeek // SEEK_DATA/SEEK_HOLE at an offset and a walk over the whole file
+	dDeep // a chain of directories deeper than PATH_MAX, by *at calls from a descriptor
+	// Ops of another caller, made by the helper process with setfsuid(uid),
+	// setfsgid(uid), no supplementary groups and umask(umask).
+	dAsCreate // open(O_CREAT) and a write
+	dAsMkdir
+	dAsWrite // pwrite, or ftruncate with flags 1 (kills set-user-ID bits)
+	dAsChmod
+	dAsUnlink // unlinkat, flags AT_REMOVEDIR or 0
+	dAsRename
+	dAsSymlink
 	dCheck
 )
 
 var diffKindNames = [...]string{"open", "close", "pwrite", "write", "pread", "ftruncate", "truncate",
 	"fallocate", "fsync", "rename", "link", "unlink", "mkdir", "rmdir", "symlink", "readlink", "chmod",
-	"utimens", "setxattr", "getxattr", "removexattr", "listxattr", "readdir", "mmap", "check"}
+	"utimens", "setxattr", "getxattr", "removexattr", "listxattr", "readdir", "mmap", "seek", "deep",
+	"as-create", "as-mkdir", "as-write", "as-chmod", "as-unlink", "as-rename", "as-symlink", "check"}
 
 func (k diffKind) String() string { return diffKindNames[k] }
 
@@ -130,7 +142,8 @@ var diffWeights = []struct {
 	{dOpen, 8}, {dClose, 4}, {dPwrite, 18}, {dWrite, 6}, {dPread, 12}, {dFtruncate, 5}, {dTruncate, 2},
 	{dFallocate, 4}, {dFsync, 2}, {dRename, 5}, {dLink, 3}, {dUnlink, 3}, {dMkdir, 3}, {dRmdir, 2},
 	{dSymlink, 2}, {dReadlink, 1}, {dChmod, 2}, {dUtimens, 2}, {dSetxattr, 3}, {dGetxattr, 2},
-	{dRemovexattr, 1}, {dListxattr, 1}, {dReaddir, 2}, {dMmap, 2},
+	{dRemovexattr, 1}, {dListxattr, 1}, {dReaddir, 2}, {dMmap, 2}, {dSeek, 3}, {dDeep, 1},
+	{dAsCreate, 6}, {dAsMkdir, 3}, {dAsWrite, 3}, {dAsChmod, 2}, {dAsUnlink, 1}, {dAsRename, 1}, {dAsSymlink, 1},
 }
 
 // diffOp is one concrete operation: replaying a list of them on fresh
@@ -145,6 +158,8 @@ type diffOp struct {
 	seed  int64  // content seed, see diffData
 	flags int    // open, rename, fallocate, setxattr flags; fsync: 1 = fdatasync
 	mode  uint32
+	uid   uint32 // dAs*: the caller's uid (and gid)
+	umask uint32 // dAs*: the caller's umask
 }
 
 // diffData is the content of a write: n bytes from seed, all zeros when
@@ -210,6 +225,9 @@ func (o diffOp) String() string {
 	case dUtimens:
 		return fmt.Sprintf("utimensat(%s, atime=%s, mtime=%s, AT_SYMLINK_NOFOLLOW)", p, nsString(o.off), nsString(o.n))
 	case dSetxattr:
+		if strings.HasPrefix(o.path2, "system.posix_acl_") {
+			return fmt.Sprintf("lsetxattr(%s, %q, aclValue(%d), %s)", p, o.path2, o.seed, xattrFlagString(o.flags))
+		}
 		return fmt.Sprintf("lsetxattr(%s, %q, data(%d, %d), %s)", p, o.path2, o.seed, o.n, xattrFlagString(o.flags))
 	case dGetxattr:
 		return fmt.Sprintf("lgetxattr(%s, %q)", p, o.path2)
@@ -221,6 +239,12 @@ func (o diffOp) String() string {
 		return fmt.Sprintf("readdir(%s)", p)
 	case dMmap:
 		return fmt.Sprintf("mmapWrite(%s, %d %% size, data(%d, %d)) // open O_RDWR, mmap MAP_SHARED, copy, msync(MS_SYNC), in another process", p, o.off, o.seed, o.n)
+	case dSeek:
+		return fmt.Sprintf("seekWalk(%s, %d) // SEEK_DATA and SEEK_HOLE at the offset, then data/hole walk from 0", fd, o.off)
+	case dDeep:
+		return fmt.Sprintf("deepChain(%s, %d levels of %q) // mkdirat+openat down from a descriptor, then file ops at the bottom", p, o.n, deepName(o.seed)[:1]+"...")
+	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
+		return fmt.Sprintf("as(uid=gid=%d, umask=%#o): %s", o.uid, o.umask, asString(o))
 	case dCheck:
 		return "compareAll() // listings, stat, links, xattrs and full content of every file and open descriptor"
 	}
@@ -288,6 +312,20 @@ func xattrFlagString(f int) string {
 func goPath(p string) string {
 	if p == "" {
 		return `"."`
+	}
+	// A long run of a short unit ("t/t/t/...", a deep path or target).
+	for unit := 2; unit <= 4 && unit < len(p); unit++ {
+		run := 1
+		for run*unit+unit <= len(p) && p[run*unit:run*unit+unit] == p[:unit] {
+			run++
+		}
+		if run*unit >= 48 {
+			s := fmt.Sprintf("strings.Repeat(%q, %d)", p[:unit], run)
+			if rest := p[run*unit:]; rest != "" {
+				s += " + " + goPath(rest)
+			}
+			return s
+		}
 	}
 	var parts []string
 	lit := ""
@@ -431,6 +469,7 @@ type diffResult struct {
 	n       int64
 	data    []byte
 	info    string
+	spans   []span // dSeek: the data regions of the walk
 }
 
 // diffFailure is a difference between a mount and the twin. sig names the
@@ -550,15 +589,21 @@ func (c *diffClient) refresh() {
 // sidecar), multi-byte ones and the 255-byte maximum.
 var (
 	diffFileNames = []string{"a", "b", "c", "x.dat", strings.Repeat("m", 175), strings.Repeat("n", 176),
-		strings.Repeat("é", 127) + "z", strings.Repeat("L", 255)}
+		strings.Repeat("é", 127) + "z", strings.Repeat("L", 255), strings.Repeat("N", 256)}
 	diffDirNames = []string{"d", "e", strings.Repeat("D", 200)}
 	// Targets never leave the subtree (no ".."), so concurrent clients
 	// stay apart; some dangle, some are long.
+	// Targets up to PATH_MAX-1 bytes (the longest symlink(2) takes) and
+	// PATH_MAX (ENAMETOOLONG).
 	diffTargets = []string{"a", "b", "d/a", "e/x.dat", strings.Repeat("L", 255), "/nonexistent-twincrypt/x",
-		strings.Repeat("t/", 500) + "end", "d"}
-	diffXattrNames = []string{"user.a", "user.b", "user." + strings.Repeat("x", 200)}
-	diffModes      = []uint32{0644, 0600, 0755, 0400, 0, 0777, 04755, 01777}
-	diffIOEdges    = []int64{1, 15, 16, 17, 4079, 4080, 4081, 4095, 4096, 4097, 8191, 8192, 8193, 12288,
+		strings.Repeat("t/", 500) + "end", "d", strings.Repeat("u/", 1550), strings.Repeat("v/", 2047) + "w",
+		strings.Repeat("y/", 2048)}
+	// Every namespace a program may set: ACL values are built by aclValue.
+	diffXattrNames = []string{"user.a", "user.b", "user." + strings.Repeat("x", 200), "security.twincrypt",
+		"trusted.twincrypt", "system.posix_acl_access", "system.posix_acl_default"}
+	diffModes   = []uint32{0644, 0600, 0755, 0400, 0, 0777, 04755, 01777, 04777, 02777, 06777, 0666}
+	diffUmasks  = []uint32{0, 0, 0, 022, 002, 027, 077, 0777, 0123}
+	diffIOEdges = []int64{1, 15, 16, 17, 4079, 4080, 4081, 4095, 4096, 4097, 8191, 8192, 8193, 12288,
 		65536, 1<<20 - 1, 1 << 20, 1<<20 + 1, 3 << 20}
 )
 
@@ -859,7 +904,7 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 		if ch.Intn(8) == 0 {
 			o.path = c.anyEntry(ch)
 		}
-		o.mode = []uint32{0755, 0755, 0700, 0555, 01777}[ch.Intn(5)]
+		o.mode = []uint32{0755, 0755, 0700, 0555, 01777, 0777, 02777}[ch.Intn(7)]
 	case dRmdir:
 		if p, ok := pickFrom(ch, c.model.dirs[1:]); ok && ch.Intn(8) > 0 {
 			o.path = p
@@ -909,6 +954,63 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 		}
 		o.off = int64(ch.Intn(1 << 30))
 		o.n = pickLen(ch, 64<<10)
+	case dSeek:
+		if !needSlot() {
+			return o, false
+		}
+		size, _ := c.refStat(o.slot)
+		o.off = pickOff(ch, size)
+	case dDeep:
+		var ds []string
+		for _, d := range c.model.dirs {
+			if c.depth(d) < 2 {
+				ds = append(ds, d)
+			}
+		}
+		o.path = ds[ch.Intn(len(ds))]
+		o.n = 16 + int64(ch.Intn(18))
+	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
+		o.uid = []uint32{0, 0, 1000, 1000, 1001}[ch.Intn(5)]
+		o.umask = diffUmasks[ch.Intn(len(diffUmasks))]
+		switch k {
+		case dAsCreate:
+			o.path = c.fileOrNew(ch)
+			o.flags = unix.O_WRONLY | unix.O_CREAT
+			if ch.Intn(6) == 0 {
+				o.flags |= unix.O_EXCL
+			}
+			if ch.Intn(6) == 0 {
+				o.flags |= unix.O_TRUNC
+			}
+			o.mode = diffModes[ch.Intn(len(diffModes))]
+			if ch.Intn(3) > 0 {
+				o.off, o.n = int64(ch.Intn(8192)), pickLen(ch, 16<<10)
+			}
+		case dAsMkdir:
+			o.path = c.newPath(ch, diffDirNames, 3)
+			o.mode = []uint32{0777, 0755, 01777, 02775, 0700, 03777}[ch.Intn(6)]
+		case dAsWrite:
+			o.path = c.fileOrNew(ch)
+			o.flags = ch.Intn(4) / 3 // 1: ftruncate
+			o.off, o.n = int64(ch.Intn(8192)), pickLen(ch, 16<<10)
+		case dAsChmod:
+			o.path = c.anyEntry(ch)
+			o.mode = diffModes[ch.Intn(len(diffModes))]
+		case dAsUnlink:
+			o.path = c.anyEntry(ch)
+			if ch.Intn(3) == 0 {
+				o.flags = unix.AT_REMOVEDIR
+			}
+		case dAsRename:
+			o.path = c.anyEntry(ch)
+			o.path2 = c.newPath(ch, diffFileNames, 3)
+			if ch.Intn(3) == 0 {
+				o.path2 = c.anyEntry(ch)
+			}
+		case dAsSymlink:
+			o.path = c.newPath(ch, diffFileNames, 3)
+			o.path2 = diffTargets[ch.Intn(len(diffTargets))]
+		}
 	}
 	return o, true
 }
@@ -1056,7 +1158,7 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 	p, p2 := c.e.abs(i, o.path), c.e.abs(i, o.path2)
 	fd := -1
 	switch o.kind {
-	case dClose, dPwrite, dWrite, dPread, dFtruncate, dFallocate, dFsync:
+	case dClose, dPwrite, dWrite, dPread, dFtruncate, dFallocate, dFsync, dSeek:
 		if fd = c.fds[i][o.slot]; fd < 0 {
 			return diffResult{skipped: true}
 		}
@@ -1139,7 +1241,7 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 			r.info += fmt.Sprintf("lstat errno %d", errnoOf(err2))
 		}
 	case dSetxattr:
-		err = unix.Lsetxattr(p, o.path2, diffData(o.seed, o.n), o.flags)
+		err = unix.Lsetxattr(p, o.path2, xattrValue(o.path2, o.seed, o.n), o.flags)
 	case dGetxattr:
 		buf := make([]byte, 64<<10)
 		n, err2 := unix.Lgetxattr(p, o.path2, buf)
@@ -1157,6 +1259,12 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 		return r
 	case dMmap:
 		r.info = c.e.mmap.write(p, o.off, o.n, o.seed)
+	case dSeek:
+		r.info, r.spans = seekWalk(fd, o.off)
+	case dDeep:
+		r.info = deepChain(p, int(o.n), o.seed)
+	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
+		r.info = c.e.mmap.as(c.e.mounts[i].mnt, o)
 	}
 	r.errno = errnoOf(err)
 	return r
@@ -1179,26 +1287,29 @@ func (c *diffClient) observe(i int, o *diffOp) string {
 	}
 	var paths []string
 	switch o.kind {
-	case dOpen, dTruncate, dUnlink, dMkdir, dRmdir, dSymlink, dChmod, dSetxattr, dRemovexattr, dMmap:
+	case dOpen, dTruncate, dUnlink, dMkdir, dRmdir, dSymlink, dChmod, dSetxattr, dRemovexattr, dMmap,
+		dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsSymlink, dDeep:
 		paths = []string{o.path}
-	case dRename, dLink:
+	case dRename, dLink, dAsRename:
 		paths = []string{o.path, o.path2}
 	}
 	for _, rel := range paths {
 		p := c.e.abs(i, rel)
 		fmt.Fprintf(&b, "lstat(%s): %s\n", goPath(rel), lstatLine(p))
 		switch o.kind {
-		case dOpen, dUnlink, dMkdir, dRmdir, dSymlink, dRename, dLink:
+		case dOpen, dUnlink, dMkdir, dRmdir, dSymlink, dRename, dLink, dAsCreate, dAsMkdir, dAsUnlink, dAsRename, dAsSymlink:
 			dir := path.Dir(rel)
 			if dir == "." {
 				dir = ""
 			}
-			if !c.owns(dir) {
-				continue // shared with other clients
+			if c.owns(dir) { // else shared with other clients
+				l, errno := listing(c.e.abs(i, dir))
+				fmt.Fprintf(&b, "readdir(%s): errno %d\n%s", goPath(dir), errno, l)
 			}
-			l, errno := listing(c.e.abs(i, dir))
-			fmt.Fprintf(&b, "readdir(%s): errno %d\n%s", goPath(dir), errno, l)
-		case dSetxattr, dRemovexattr:
+		}
+		switch o.kind {
+		case dSetxattr, dRemovexattr, dChmod, dAsChmod, dAsCreate, dAsMkdir, dMkdir, dOpen:
+			// ACLs: chmod changes them, a new entry inherits the default ACL.
 			fmt.Fprintf(&b, "xattrs(%s): %s\n", goPath(rel), xattrDump(p))
 		}
 	}
@@ -1230,7 +1341,8 @@ func (c *diffClient) apply(o diffOp) *diffFailure {
 		c.model.slotOpen[o.slot] = false
 	}
 	switch o.kind {
-	case dOpen, dRename, dLink, dUnlink, dMkdir, dRmdir, dSymlink, dMmap, dTruncate:
+	case dOpen, dRename, dLink, dUnlink, dMkdir, dRmdir, dSymlink, dMmap, dTruncate, dDeep,
+		dAsCreate, dAsMkdir, dAsWrite, dAsUnlink, dAsRename, dAsSymlink:
 		c.refresh()
 	}
 	fail := func(what string, format string, args ...any) *diffFailure {
@@ -1254,6 +1366,17 @@ func (c *diffClient) apply(o diffOp) *diffFailure {
 		}
 		c.e.compared.Add(int64(len(r.data)))
 		c.e.stats.comparisons.Add(1)
+	}
+	if o.kind == dSeek && !ref.skipped {
+		for i := 1; i < len(res); i++ {
+			var st unix.Stat_t
+			unix.Fstat(c.fds[0][o.slot], &st)
+			readable := c.model.slotFlags[o.slot]&unix.O_ACCMODE != unix.O_WRONLY
+			if msg := holesHideData(c.fds[i][o.slot], readable, st.Size, res[i].spans, ref.spans); msg != "" {
+				return fail("hole", "%s: %s", c.e.names[i], msg)
+			}
+			c.e.stats.comparisons.Add(1)
+		}
 	}
 	obs0 := c.observe(0, &o)
 	for i := 1; i < len(res); i++ {
@@ -1522,10 +1645,15 @@ func startMmapHelper(t testing.TB) *mmapHelper {
 
 // write asks the helper to write data(seed, n) at off % size of p.
 func (h *mmapHelper) write(p string, off, n, seed int64) string {
+	return h.request(fmt.Sprintf("%s\t%d\t%d\t%d", p, off, n, seed))
+}
+
+// request sends the helper one line and returns its answer.
+func (h *mmapHelper) request(line string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err == nil {
-		_, h.err = fmt.Fprintf(h.in, "%s\t%d\t%d\t%d\n", p, off, n, seed)
+		_, h.err = fmt.Fprintf(h.in, "%s\n", line)
 	}
 	for h.err == nil {
 		var line string
@@ -1553,7 +1681,8 @@ const diffMmapEnv = "TWINCRYPT_DIFF_MMAP"
 
 // TestDiffMmapHelper is not a test: the differential tests run the test
 // binary as a child with TWINCRYPT_DIFF_MMAP=serve, and it makes mmap
-// writes for them, one per line of its input (path, offset, length, seed).
+// writes for them, one per line of its input (path, offset, length, seed),
+// and the ops of other callers (a line "AS\t" and an asRequest).
 func TestDiffMmapHelper(t *testing.T) {
 	if os.Getenv(diffMmapEnv) != "serve" {
 		t.Skip("helper process for the differential tests' mmap writes")
@@ -1561,6 +1690,10 @@ func TestDiffMmapHelper(t *testing.T) {
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 64<<10)
 	for sc.Scan() {
+		if q, ok := strings.CutPrefix(sc.Text(), "AS\t"); ok {
+			fmt.Println("MMAP", asServe(q))
+			continue
+		}
 		fmt.Println("MMAP", mmapWrite(sc.Text()))
 	}
 	os.Exit(0)
