@@ -79,7 +79,14 @@ func tryRun(t *testing.T, dir string, env []string, name string, args ...string)
 // and a descriptive error.
 func run3(t *testing.T, dir string, env []string, name string, args ...string) (string, string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	return run3Within(t, cmdTimeout, dir, env, name, args...)
+}
+
+// run3Within is run3 with its own time bound: a program that loops on a
+// filesystem answer fails after timeout.
+func run3Within(t *testing.T, timeout time.Duration, dir string, env []string, name string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// Never let this process's fork touch the mount: Go starts children
 	// with vfork, so the parent thread stays stopped until the child has
@@ -97,6 +104,9 @@ func run3(t *testing.T, dir string, env []string, name string, args ...string) (
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err := cmd.Run()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%v: killed after the time bound of %v (a hang)", err, timeout)
+	}
 	if err != nil {
 		err = fmt.Errorf("%s %s (in %s, after %v): %v\nstdout:\n%s\nstderr:\n%s",
 			name, strings.Join(args, " "), dir, time.Since(start).Round(time.Millisecond), err,
