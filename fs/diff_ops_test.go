@@ -143,7 +143,7 @@ func deepName(seed int64) string {
 // a program walking a deep tree does (paths longer than PATH_MAX cannot be
 // given whole). At the bottom it creates, writes, reads, links, renames
 // and lists. It returns a transcript of every call's result.
-func deepChain(dir string, levels int, seed int64) string {
+func deepChain(dir string, levels int, seed int64, dots bool) string {
 	var b strings.Builder
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -190,7 +190,7 @@ func deepChain(dir string, levels int, seed int64) string {
 	step("fchmodat", unix.Fchmodat(fd, "g", 0604, 0))
 	step("mkdirat", unix.Mkdirat(fd, "sub", 0700))
 	step("rmdir", unix.Unlinkat(fd, "sub", unix.AT_REMOVEDIR))
-	l, errno := listingFd(fd)
+	l, errno := listingFd(fd, dots)
 	fmt.Fprintf(&b, "listing errno %d: %s", errno, strings.ReplaceAll(string(l), "\n", ", "))
 	return b.String()
 }
