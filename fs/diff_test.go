@@ -57,7 +57,7 @@ var (
 	flagSeed       = flag.Int64("seed", 0, "seed of the differential op sequences (0: from the clock)")
 	flagDiffSteps  = flag.Int("difftest.steps", 600, "ops per TestDifferential sequence")
 	flagDiffEvery  = flag.Int("difftest.every", 25, "compare every file's full content every this many steps")
-	flagDiffShrink = flag.Duration("difftest.shrink", 90*time.Second, "time bound for shrinking a failing sequence (0: no shrinking)")
+	flagDiffShrink = flag.Duration("difftest.shrink", 90*time.Second, "time bound for shrinking the failing sequences of a run, all together (0: no shrinking)")
 	flagSoak       = flag.Duration("soak", 0, "run TestSoak for this long (0: skip it)")
 	flagDiffNative = flag.Bool("difftest.native", true, "compare with a plain directory on the lower filesystem (false: with the twin, which shares the engine's bugs)")
 	flagDiffKnown  = flag.Bool("difftest.known", false, "let the generator hit the reported bugs of knownBug too (each has its own failing TestDifferentialBug test)")
@@ -1826,16 +1826,41 @@ func shrinkOps(t testing.TB, v variant, native bool, ops []diffOp, sig string, b
 	return best, trials, last
 }
 
+// shrinkSpent is the time this test binary has spent shrinking: the
+// -difftest.shrink bound is for all failures together, so that a run in
+// which every variant fails (an engine bug) stays within CI's time.
+var shrinkSpent struct {
+	sync.Mutex
+	d time.Duration
+}
+
+func shrinkBudget() time.Duration {
+	shrinkSpent.Lock()
+	defer shrinkSpent.Unlock()
+	return *flagDiffShrink - shrinkSpent.d
+}
+
+func shrinkSpend(d time.Duration) {
+	shrinkSpent.Lock()
+	defer shrinkSpent.Unlock()
+	shrinkSpent.d += d
+}
+
 // reportFailure prints a failing sequence and, time permitting, its
 // shortest reproduction on fresh mounts.
 func reportFailure(t *testing.T, v variant, who string, ops []diffOp, f *diffFailure, replayable bool) {
 	t.Helper()
 	t.Errorf("DIFFERENCE (%s run), %s:\n%s\nsequence (%d ops):\n%s", v.name, who, f.msg, len(ops), formatOps(ops))
-	if !replayable || *flagDiffShrink <= 0 {
+	budget := shrinkBudget()
+	if !replayable || budget <= 0 {
+		if replayable && *flagDiffShrink > 0 {
+			t.Errorf("not shrunk: the run's shrinking time (-difftest.shrink=%v) is spent", *flagDiffShrink)
+		}
 		return
 	}
 	t0 := time.Now()
-	best, trials, last := shrinkOps(t, v, *flagDiffNative, ops, f.sig, *flagDiffShrink)
+	best, trials, last := shrinkOps(t, v, *flagDiffNative, ops, f.sig, budget)
+	shrinkSpend(time.Since(t0))
 	if best == nil {
 		t.Errorf("the sequence does not fail the same way when replayed alone on fresh mounts (%d trial): timing or concurrency matter", trials)
 		return
