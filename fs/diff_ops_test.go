@@ -20,13 +20,13 @@ import (
 // span is a byte range [lo, hi) of a file.
 type span struct{ lo, hi int64 }
 
-// seekWalk asks fd for SEEK_DATA and SEEK_HOLE at off, then walks its
+// diffSeekWalk asks fd for SEEK_DATA and SEEK_HOLE at off, then walks its
 // data regions from 0, and returns what must hold on any filesystem (the
 // exact offsets may differ: a hole is only reported at the granularity of
 // the filesystem's allocation, an encrypted extent here, a page or block
 // natively) and the data regions found. The descriptor's position is put
 // back.
-func seekWalk(fd int, off int64) (facts string, data []span) {
+func diffSeekWalk(fd int, off int64) (facts string, data []span) {
 	if pos, err := unix.Seek(fd, 0, unix.SEEK_CUR); err == nil {
 		defer unix.Seek(fd, pos, unix.SEEK_SET)
 	}
@@ -138,12 +138,12 @@ func deepName(seed int64) string {
 	return strings.Repeat(string(rune('A'+seed%26)), 175)
 }
 
-// deepChain makes (or walks down) levels directories below dir, each
+// diffDeepChain makes (or walks down) levels directories below dir, each
 // level with mkdirat and openat from the descriptor of the one above, as
 // a program walking a deep tree does (paths longer than PATH_MAX cannot be
 // given whole). At the bottom it creates, writes, reads, links, renames
 // and lists. It returns a transcript of every call's result.
-func deepChain(dir string, levels int, seed int64, dots bool) string {
+func diffDeepChain(dir string, levels int, seed int64, dots bool) string {
 	var b strings.Builder
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

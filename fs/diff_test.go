@@ -73,6 +73,8 @@ func (c *diffClient) knownBug(o diffOp) bool {
 	switch {
 	// Example of a retired case (fixed in d9b3419):
 	// case o.kind == dChmod && o.mode&0777 == 0: // TestDifferentialBugModeZero
+	case o.path == "" && o.kind != dReaddir && o.kind != dOpen: // TestDifferentialBugRootNlinkLinkStore (lstat of the root)
+		return true
 	case (o.kind == dChmod || o.kind == dAsChmod) && o.mode&unix.S_ISGID != 0: // TestDifferentialBugSetgidDir
 		var st unix.Stat_t
 		return unix.Lstat(c.e.abs(0, o.path), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
@@ -243,9 +245,9 @@ func (o diffOp) String() string {
 	case dMmap:
 		return fmt.Sprintf("mmapWrite(%s, %d %% size, data(%d, %d)) // open O_RDWR, mmap MAP_SHARED, copy, msync(MS_SYNC), in another process", p, o.off, o.seed, o.n)
 	case dSeek:
-		return fmt.Sprintf("seekWalk(%s, %d) // SEEK_DATA and SEEK_HOLE at the offset, then data/hole walk from 0", fd, o.off)
+		return fmt.Sprintf("diffSeekWalk(%s, %d) // SEEK_DATA and SEEK_HOLE at the offset, then data/hole walk from 0", fd, o.off)
 	case dDeep:
-		return fmt.Sprintf("deepChain(%s, %d levels of %q) // mkdirat+openat down from a descriptor, then file ops at the bottom", p, o.n, deepName(o.seed)[:1]+"...")
+		return fmt.Sprintf("diffDeepChain(%s, %d levels of %q) // mkdirat+openat down from a descriptor, then file ops at the bottom", p, o.n, deepName(o.seed)[:1]+"...")
 	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
 		return fmt.Sprintf("as(uid=gid=%d, umask=%#o): %s", o.uid, o.umask, asString(o))
 	case dCheck:
@@ -1097,9 +1099,12 @@ func readDirents(fd int) ([]dirent, syscall.Errno) {
 	return ents, 0
 }
 
-// listing is a directory's sorted names and types, . and .. included (a
-// program that reads a directory with getdents sees them).
-func listing(p string, dots bool) ([]byte, syscall.Errno) {
+// listing is a directory's sorted names and types, without . and ..
+func listing(p string) ([]byte, syscall.Errno) { return listingDots(p, false) }
+
+// listingDots is a directory's sorted names and types, with . and .. if
+// dots (a program that reads a directory with getdents sees them).
+func listingDots(p string, dots bool) ([]byte, syscall.Errno) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, errnoOf(err)
@@ -1265,14 +1270,14 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 		sort.Strings(names)
 		r.data, err = []byte(strings.Join(names, " ")), err2
 	case dReaddir:
-		r.data, r.errno = listing(p, !c.e.noDots)
+		r.data, r.errno = listingDots(p, !c.e.noDots)
 		return r
 	case dMmap:
 		r.info = c.e.mmap.write(p, o.off, o.n, o.seed)
 	case dSeek:
-		r.info, r.spans = seekWalk(fd, o.off)
+		r.info, r.spans = diffSeekWalk(fd, o.off)
 	case dDeep:
-		r.info = deepChain(p, int(o.n), o.seed, !c.e.noDots)
+		r.info = diffDeepChain(p, int(o.n), o.seed, !c.e.noDots)
 	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
 		r.info = c.e.mmap.as(c.e.mounts[i].mnt, o)
 	}
@@ -1313,7 +1318,7 @@ func (c *diffClient) observe(i int, o *diffOp) string {
 				dir = ""
 			}
 			if c.owns(dir) { // else shared with other clients
-				l, errno := listing(c.e.abs(i, dir), !c.e.noDots)
+				l, errno := listingDots(c.e.abs(i, dir), !c.e.noDots)
 				fmt.Fprintf(&b, "readdir(%s): errno %d\n%s", goPath(dir), errno, l)
 			}
 		}
@@ -2438,5 +2443,16 @@ func TestDifferentialBugSetgidDir(t *testing.T) {
 		{kind: dChmod, path: "d", mode: 02777},
 		{kind: dAsCreate, path: "d/f", flags: unix.O_WRONLY | unix.O_CREAT, mode: 0644, uid: 1000, umask: 022},
 		{kind: dMkdir, path: "d/e", mode: 0700},
+	})
+}
+
+// KNOWN BUG, found with seed 11 (shrunk from 400 ops) right after the
+// long-link fix of issue #11 (5) was merged: once a symlink target is long
+// enough to be stored in LOWER/twincrypt.links, the mount root's link
+// count counts that hidden directory (one more than natively).
+func TestDifferentialBugRootNlinkLinkStore(t *testing.T) {
+	bugTestDots(t, "the hidden link store counts in the root's nlink", false, []diffOp{
+		{kind: dSymlink, path: "a", path2: strings.Repeat("u/", 1550)},
+		{kind: dChmod, path: "", mode: 0755},
 	})
 }
