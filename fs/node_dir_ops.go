@@ -23,8 +23,9 @@ var (
 	_ = (fs.NodeReaddirer)((*node)(nil))
 )
 
-// preserveOwner gives a new lower entry the caller's uid and gid when the
-// daemon runs as root (as go-fuse's loopback does).
+// preserveOwner gives a new lower entry the caller's uid and gid (the
+// directory's gid in a set-group-ID directory) when the daemon runs as
+// root (as go-fuse's loopback does).
 func preserveOwner(ctx context.Context, a *acct, e entry) {
 	if syscall.Geteuid() != 0 {
 		return
@@ -32,15 +33,24 @@ func preserveOwner(ctx context.Context, a *acct, e entry) {
 	if caller, ok := fuse.FromContext(ctx); ok {
 		t0 := a.now()
 		defer a.lowerSince(t0)
-		var st syscall.Stat_t
-		if fstatat(e.dir, e.name, &st) != nil || st.Uid == caller.Uid && st.Gid == caller.Gid {
+		var st, parent syscall.Stat_t
+		if fstatat(e.dir, e.name, &st) != nil {
+			return
+		}
+		gid := caller.Gid
+		if syscall.Fstat(e.dir, &parent) == nil && parent.Mode&syscall.S_ISGID != 0 {
+			// A set-group-ID directory gives a new entry its own group
+			// (the lower filesystem did), as natively.
+			gid = st.Gid
+		}
+		if st.Uid == caller.Uid && st.Gid == gid {
 			return
 		}
 		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Nlink > 1 {
 			// A new hard link: the inode is someone else's file.
 			return
 		}
-		unix.Fchownat(e.dir, e.name, int(caller.Uid), int(caller.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		unix.Fchownat(e.dir, e.name, int(caller.Uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)
 		// chown(2) clears the set-user-ID and set-group-ID bits of a
 		// file: give back the mode it was created with.
 		if st.Mode&syscall.S_IFMT != syscall.S_IFLNK && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
