@@ -169,7 +169,7 @@ func TestACLRoundTrip(t *testing.T) {
 			stdout, stderr, err := run3(t, dir, nil, name, args...)
 			fmt.Fprintf(&tr, "$ %s %s\n%s%s", name, strings.Join(args, " "), stdout, stderr)
 			if err != nil {
-				fmt.Fprintf(&tr, "exit: %v\n", strings.SplitN(err.Error(), "\n", 2)[0][len(name):])
+				fmt.Fprintf(&tr, "failed: %s\n", regexp.MustCompile(`exit status \d+|signal: \w+`).FindString(err.Error()))
 			}
 		}
 		modes := func() {
@@ -261,6 +261,13 @@ func goOSRun() string {
 		"TestChtimes|TestReadAt|TestWriteAt|TestDirSeek|TestReadlink"
 }
 
+// goOSFUSE are the os tests that fail on any FUSE mount, for a reason
+// the daemon cannot change (seen with -goos.all).
+var goOSFUSE = map[string]string{
+	"TestNonpollableDeadline": "the kernel gives every FUSE file a poll method, so epoll takes a regular file " +
+		"and Go's SetDeadline succeeds instead of returning ErrNoDeadline",
+}
+
 // TestGoOSPackage runs the Go standard library's os package tests with
 // TMPDIR on each mount, and with TMPDIR in a plain directory first: a
 // test that fails natively too depends on the machine, not on us; one
@@ -282,6 +289,10 @@ func TestGoOSPackage(t *testing.T) {
 			failed, out := goOSTests(t, tmp, run)
 			var only []string
 			for f := range failed {
+				if why, ok := goOSFUSE[f]; ok {
+					t.Logf("%s fails on %s as on any FUSE mount: %s", f, name, why)
+					continue
+				}
 				if !nativeFailed[f] {
 					only = append(only, f)
 				}
