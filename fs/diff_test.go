@@ -75,6 +75,10 @@ func (c *diffClient) knownBug(o diffOp) bool {
 	// case o.kind == dChmod && o.mode&0777 == 0: // TestDifferentialBugModeZero
 	case o.path == "" && o.kind != dReaddir && !o.kind.onSlot(): // TestDifferentialBugRootNlinkLinkStore (stat of the root)
 		return true
+	case o.kind == dReopen: // TestDifferentialBugReopenUnlinked
+		var st unix.Stat_t
+		fd := c.fds[0][o.slot]
+		return fd >= 0 && unix.Fstat(fd, &st) == nil && st.Nlink == 0
 	}
 	return false
 }
@@ -126,20 +130,21 @@ const (
 	dAsUnlink // unlinkat, flags AT_REMOVEDIR or 0
 	dAsRename
 	dAsSymlink
+	dReopen // open("/proc/self/fd/N", O_RDONLY) of a slot, pread, close
 	dCheck
 )
 
 var diffKindNames = [...]string{"open", "close", "pwrite", "write", "pread", "ftruncate", "truncate",
 	"fallocate", "fsync", "rename", "link", "unlink", "mkdir", "rmdir", "symlink", "readlink", "chmod",
 	"utimens", "setxattr", "getxattr", "removexattr", "listxattr", "readdir", "mmap", "seek", "deep",
-	"as-create", "as-mkdir", "as-write", "as-chmod", "as-unlink", "as-rename", "as-symlink", "check"}
+	"as-create", "as-mkdir", "as-write", "as-chmod", "as-unlink", "as-rename", "as-symlink", "reopen", "check"}
 
 func (k diffKind) String() string { return diffKindNames[k] }
 
 // onSlot says whether ops of kind k act on a descriptor slot, not a path.
 func (k diffKind) onSlot() bool {
 	switch k {
-	case dClose, dPwrite, dWrite, dPread, dFtruncate, dFallocate, dFsync, dSeek:
+	case dClose, dPwrite, dWrite, dPread, dFtruncate, dFallocate, dFsync, dSeek, dReopen:
 		return true
 	}
 	return false
@@ -155,6 +160,7 @@ var diffWeights = []struct {
 	{dSymlink, 2}, {dReadlink, 1}, {dChmod, 2}, {dUtimens, 2}, {dSetxattr, 3}, {dGetxattr, 2},
 	{dRemovexattr, 1}, {dListxattr, 1}, {dReaddir, 2}, {dMmap, 2}, {dSeek, 3}, {dDeep, 1},
 	{dAsCreate, 6}, {dAsMkdir, 3}, {dAsWrite, 3}, {dAsChmod, 2}, {dAsUnlink, 1}, {dAsRename, 1}, {dAsSymlink, 1},
+	{dReopen, 2},
 }
 
 // diffOp is one concrete operation: replaying a list of them on fresh
@@ -250,6 +256,8 @@ func (o diffOp) String() string {
 		return fmt.Sprintf("readdir(%s)", p)
 	case dMmap:
 		return fmt.Sprintf("mmapWrite(%s, %d %% size, data(%d, %d)) // open O_RDWR, mmap MAP_SHARED, copy, msync(MS_SYNC), in another process", p, o.off, o.seed, o.n)
+	case dReopen:
+		return fmt.Sprintf("fd = open(\"/proc/self/fd/\" + %s, O_RDONLY); pread(fd, make([]byte, %d), %d); close(fd)", fd, o.n, o.off)
 	case dSeek:
 		return fmt.Sprintf("diffSeekWalk(%s, %d) // SEEK_DATA and SEEK_HOLE at the offset, then data/hole walk from 0", fd, o.off)
 	case dDeep:
@@ -974,6 +982,12 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 		}
 		size, _ := c.refStat(o.slot)
 		o.off = pickOff(ch, size)
+	case dReopen:
+		if !needSlot() {
+			return o, false
+		}
+		size, _ := c.refStat(o.slot)
+		o.off, o.n = pickOff(ch, size), pickLen(ch, 64<<10)
 	case dDeep:
 		var ds []string
 		for _, d := range c.model.dirs {
@@ -1179,7 +1193,7 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 	p, p2 := c.e.abs(i, o.path), c.e.abs(i, o.path2)
 	fd := -1
 	switch o.kind {
-	case dClose, dPwrite, dWrite, dPread, dFtruncate, dFallocate, dFsync, dSeek: // onSlot
+	case dClose, dPwrite, dWrite, dPread, dFtruncate, dFallocate, dFsync, dSeek, dReopen: // onSlot
 		if fd = c.fds[i][o.slot]; fd < 0 {
 			return diffResult{skipped: true}
 		}
@@ -1282,6 +1296,14 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 		r.info = c.e.mmap.write(p, o.off, o.n, o.seed)
 	case dSeek:
 		r.info, r.spans = diffSeekWalk(fd, o.off)
+	case dReopen:
+		rfd, err2 := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err = err2; err == nil {
+			buf := make([]byte, o.n)
+			n, err3 := diffPread(rfd, buf, o.off)
+			r.n, r.data = int64(n), buf[:n]
+			r.info = fmt.Sprintf("pread errno %d, close errno %d", errnoOf(err3), errnoOf(unix.Close(rfd)))
+		}
 	case dDeep:
 		r.info = diffDeepChain(p, int(o.n), o.seed, !c.e.noDots)
 	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
@@ -2461,5 +2483,21 @@ func TestDifferentialBugRootNlinkLinkStore(t *testing.T) {
 	bugTestDots(t, "the hidden link store counts in the root's nlink", false, []diffOp{
 		{kind: dSymlink, path: "a", path2: strings.Repeat("u/", 1550)},
 		{kind: dChmod, path: "", mode: 0755},
+	})
+}
+
+// KNOWN BUG, found while checking issue #11 (the SEEK_DATA check reads a
+// write-only slot through /proc/self/fd): a file that is open but
+// unlinked cannot be opened again through /proc/self/fd/N on any mount
+// (ENOENT: the node has no lower name any more); natively it can, which
+// programs use to reopen a descriptor with other flags or to recover a
+// deleted file.
+func TestDifferentialBugReopenUnlinked(t *testing.T) {
+	bugTestDots(t, "an open, unlinked file cannot be reopened through /proc/self/fd", false, []diffOp{
+		{kind: dOpen, slot: 0, path: "f", flags: unix.O_RDWR | unix.O_CREAT, mode: 0644},
+		{kind: dPwrite, slot: 0, seed: 1, n: 5000},
+		{kind: dReopen, slot: 0, n: 5000},
+		{kind: dUnlink, path: "f"},
+		{kind: dReopen, slot: 0, n: 5000},
 	})
 }
