@@ -220,6 +220,11 @@ func (r *root) build(o Options, lower string) error {
 		}
 	}
 	r.main.io = r.main.t.content()
+	var st unix.Stat_t
+	if err := unix.Fstat(r.main.rootFd, &st); err != nil {
+		return fmt.Errorf("lower directory %s: %w", lower, err)
+	}
+	r.main.rootDev, r.main.rootIno = st.Dev, st.Ino
 	if o.Mirror != "" {
 		if o.KernelPassthrough {
 			return errors.New("mirror mode needs every READ and WRITE in the daemon: no kernel passthrough")

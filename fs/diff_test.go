@@ -73,12 +73,6 @@ func (c *diffClient) knownBug(o diffOp) bool {
 	switch {
 	// Example of a retired case (fixed in d9b3419):
 	// case o.kind == dChmod && o.mode&0777 == 0: // TestDifferentialBugModeZero
-	case o.path == "" && o.kind != dReaddir && !o.kind.onSlot(): // TestDifferentialBugRootNlinkLinkStore (stat of the root)
-		return true
-	case o.kind == dReopen: // TestDifferentialBugReopenUnlinked
-		var st unix.Stat_t
-		fd := c.fds[0][o.slot]
-		return fd >= 0 && unix.Fstat(fd, &st) == nil && st.Nlink == 0
 	}
 	return false
 }
@@ -2475,8 +2469,8 @@ func TestDifferentialBugSetgidDir(t *testing.T) {
 	})
 }
 
-// KNOWN BUG, found with seed 11 (shrunk from 400 ops) right after the
-// long-link fix of issue #11 (5) was merged: once a symlink target is long
+// Found with seed 11 (shrunk from 400 ops) right after the long-link fix
+// of issue #11 (5) was merged, fixed since (side.hiddenRootDirs): once a symlink target is long
 // enough to be stored in LOWER/twincrypt.links, the mount root's link
 // count counts that hidden directory (one more than natively).
 func TestDifferentialBugRootNlinkLinkStore(t *testing.T) {
@@ -2486,10 +2480,10 @@ func TestDifferentialBugRootNlinkLinkStore(t *testing.T) {
 	})
 }
 
-// KNOWN BUG, found while checking issue #11 (the SEEK_DATA check reads a
-// write-only slot through /proc/self/fd): a file that is open but
-// unlinked cannot be opened again through /proc/self/fd/N on any mount
-// (ENOENT: the node has no lower name any more); natively it can, which
+// Found while checking issue #11 (the SEEK_DATA check reads a write-only
+// slot through /proc/self/fd), fixed since (node.reopen): a file that is
+// open but unlinked could not be opened again through /proc/self/fd/N on
+// any mount (ENOENT: the node has no lower name any more); natively it can, which
 // programs use to reopen a descriptor with other flags or to recover a
 // deleted file.
 func TestDifferentialBugReopenUnlinked(t *testing.T) {

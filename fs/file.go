@@ -147,6 +147,7 @@ func (f *file) Release(ctx context.Context) (errno syscall.Errno) {
 		defer a.lowerSince(t0)
 		return toErrno(syscall.Close(fd))
 	}
+	f.n.forget(f)
 	errno = release(&o.a, f.fd)
 	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return release(a, fd) })
 	return errno

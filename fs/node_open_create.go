@@ -34,8 +34,16 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 	o := n.r.begin(measure.OpOpen, n)
 	defer func() { o.end(errno) }()
 	fd, rel, errno := n.r.main.openNode(&o.a, n, n.r.main.openFlags(flags))
+	unlinked := errno == syscall.ENOENT && n.unlinked()
+	if unlinked {
+		fd, errno = n.reopen(&o.a, n.r.main, flags)
+	}
 	twinFd := -1
 	o.mirror(n.r, func(s *side, a *acct) (errno syscall.Errno) {
+		if unlinked {
+			twinFd, errno = n.reopen(a, s, flags)
+			return errno
+		}
 		twinFd, _, errno = s.openNode(a, n, s.openFlags(flags))
 		return errno
 	})
@@ -123,6 +131,9 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int) (fs.FileHandle, uint
 		return nil, 0, errno
 	}
 	f := &file{n: n, fd: fd, twinFd: twinFd}
+	n.filesMu.Lock()
+	n.files = append(n.files, f)
+	n.filesMu.Unlock()
 	if n.r.kernelPassthrough {
 		return &passthroughFile{f}, 0, 0
 	}
@@ -133,4 +144,52 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int) (fs.FileHandle, uint
 	// of the lower file behind our back shows in its mtime or size at the
 	// next GETATTR, and the kernel drops the cache then (auto_inval_data).
 	return f, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// unlinked reports whether n is a file whose last name is gone while it is
+// still open.
+func (n *node) unlinked() bool {
+	if n.isRoot() {
+		return false
+	}
+	_, parent := n.Parent()
+	return parent == nil
+}
+
+// reopen opens the unlinked file n again on side s with flags, through one
+// of its open lower descriptors (the /proc magic link of our own
+// descriptor reaches the very inode, deleted or not: nothing in LOWER is
+// resolved), as an open of /proc/PID/fd/N does natively.
+func (n *node) reopen(a *acct, s *side, flags uint32) (int, syscall.Errno) {
+	n.filesMu.Lock()
+	defer n.filesMu.Unlock()
+	for _, f := range n.files {
+		fd := f.fd
+		if s != n.r.main {
+			fd = f.twinFd
+		}
+		if fd < 0 {
+			continue
+		}
+		t0 := a.now()
+		nfd, err := unix.Open(procFd(fd), s.openFlags(flags)&^syscall.O_NOFOLLOW, 0)
+		a.lowerSince(t0)
+		return nfd, toErrno(err)
+	}
+	return -1, syscall.ENOENT
+}
+
+// forget drops f from the node's open files.
+func (n *node) forget(f *file) {
+	n.filesMu.Lock()
+	defer n.filesMu.Unlock()
+	for i, g := range n.files {
+		if g == f {
+			last := len(n.files) - 1
+			n.files[i] = n.files[last]
+			n.files[last] = nil
+			n.files = n.files[:last]
+			return
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
 	"github.com/twincrypt/twincrypt/measure"
 )
@@ -34,6 +35,9 @@ type side struct {
 	// linkSizes caches the markers of long links, which hold their
 	// plaintext target length (see longlink.go).
 	linkSizes linkSizeCache
+	// rootDev and rootIno identify the lower root, whose link count
+	// must not count the transform's hidden directories (fillAttr).
+	rootDev, rootIno uint64
 }
 
 // root is shared by all nodes of one mount.
@@ -66,6 +70,13 @@ type node struct {
 
 	// lower caches the node's lower name (see nodeName).
 	lower atomic.Pointer[lowerCache]
+
+	// files are the node's open files: after the last name of a file is
+	// gone they are the only way to it, and an open of /proc/PID/fd/N
+	// (which reaches the kernel inode without a lookup) reopens the file
+	// through one of them (reopen).
+	filesMu sync.Mutex
+	files   []*file
 }
 
 func (n *node) isRoot() bool { return n == n.r.rootNode }
@@ -593,11 +604,31 @@ func (a *acct) lstat(e entry, st *syscall.Stat_t) error {
 func (s *side) fillAttr(st *syscall.Stat_t, out *fuse.Attr) {
 	out.FromStat(st)
 	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		if st.Ino == s.rootIno && uint64(st.Dev) == s.rootDev {
+			out.Nlink -= s.hiddenRootDirs(out.Nlink)
+		}
 	case syscall.S_IFREG:
 		out.Size = uint64(s.t.plainSize(st.Size))
 	case syscall.S_IFLNK:
 		out.Size = uint64(s.linkSize(st))
 	}
+}
+
+// hiddenRootDirs is the number of subdirectories of the lower root that
+// the view does not show (the long-link store, cipher/links): a
+// directory's link count counts its subdirectories, so the root's must
+// leave them out to be what a native directory with the visible entries
+// has. nlink is the lower count, never taken below 2.
+func (s *side) hiddenRootDirs(nlink uint32) uint32 {
+	if nlink <= 2 || !s.t.hidden(true, links.StoreDir) {
+		return 0
+	}
+	var st syscall.Stat_t
+	if fstatat(s.rootFd, links.StoreDir, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return 0
+	}
+	return 1
 }
 
 func (s *side) readlink(a *acct, e entry) ([]byte, syscall.Errno) {
