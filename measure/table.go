@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"text/tabwriter"
+
+	"github.com/twincrypt/twincrypt/internal/printable"
 )
 
 // Table writes the snapshot for a human: one row per operation with its
@@ -21,7 +23,9 @@ func (s Snapshot) Table(w io.Writer) {
 		twin[t.Op] = t
 	}
 
-	fmt.Fprintf(w, "mount %s, %.1f s\n", s.Mount, s.Elapsed)
+	// The text came over a socket (or from a log): quoted if it holds
+	// control characters, so that it cannot drive the terminal.
+	fmt.Fprintf(w, "mount %s, %.1f s\n", printable.String(s.Mount), s.Elapsed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Names are padded by hand so they read left-aligned in a table whose
 	// numbers align right.
@@ -32,7 +36,7 @@ func (s Snapshot) Table(w io.Writer) {
 	fmt.Fprintln(tw)
 	for _, o := range s.Ops {
 		fmt.Fprintf(tw, "%-11s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t",
-			o.Op, o.Count, o.Errors,
+			printable.String(o.Op), o.Count, o.Errors,
 			humanNs(o.P50Ns), humanNs(o.P99Ns), humanNs(o.MaxNs),
 			mibPerS(o.Bytes, s.Elapsed),
 			percent(o.CryptoNs, o.TotalNs), percent(o.LowerNs, o.TotalNs))

@@ -8,7 +8,11 @@
 // user's own, mode 0700, and not a symlink (checked without following it;
 // anything else is refused and live stats are off), the socket is 0600,
 // and the server also checks the peer's credentials (SO_PEERCRED): only
-// the daemon's own user and root get an answer.
+// the daemon's own user and root get an answer. The client checks the
+// server the same way: an answer counts only from a server that runs as
+// the client's own user or as root (ErrForeignServer), so that another
+// user who got a socket in its place (a directory open to others) cannot
+// feed it made-up numbers or text.
 //
 // The protocol is one request line ("stats\n") and one JSON answer.
 package control
@@ -20,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,6 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/internal/printable"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -42,7 +48,14 @@ var (
 	// for itself (a symlink, another user's, or open to others): it is
 	// refused and live stats are off.
 	ErrUnsafeDir = errors.New("refusing it; live stats off")
+	// ErrForeignServer means the process serving the socket runs as
+	// neither this user nor root: not a daemon of ours, its answer is
+	// not read.
+	ErrForeignServer = errors.New("the socket is served by another user's process, not by a daemon of yours or root's; refusing its answer")
 )
+
+// maxAnswer bounds the answer read from a socket (a snapshot is a few KiB).
+const maxAnswer = 16 << 20
 
 // errRefused is the server's answer to a peer of another user.
 const errRefused = "permission denied"
@@ -207,19 +220,28 @@ func (s *Server) answer(c *net.UnixConn) {
 
 // peerAllowed admits the daemon's own user and root.
 func peerAllowed(c *net.UnixConn) bool {
+	uid, err := peerUid(c)
+	return err == nil && (uid == 0 || int(uid) == os.Geteuid())
+}
+
+// peerUid is the uid of the process at the other end of c (SO_PEERCRED:
+// its credentials when it called listen or connect).
+func peerUid(c *net.UnixConn) (uint32, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return false
+		return 0, err
 	}
 	var cred *unix.Ucred
 	var cerr error
-	raw.Control(func(fd uintptr) {
+	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
-	if cerr != nil {
-		return false
+	}); err != nil {
+		return 0, err
 	}
-	return cred.Uid == 0 || int(cred.Uid) == os.Geteuid()
+	if cerr != nil {
+		return 0, cerr
+	}
+	return cred.Uid, nil
 }
 
 // Close removes the socket and waits for the accept loop to end.
@@ -243,6 +265,13 @@ func Query(mnt string) (measure.Snapshot, error) {
 		return snap, fmt.Errorf("%w (%s: %v)", ErrNoDaemon, path, err)
 	}
 	defer c.Close()
+	uid, err := peerUid(c.(*net.UnixConn))
+	if err != nil {
+		return snap, fmt.Errorf("stats from %s: credentials of the server: %w", path, err)
+	}
+	if uid != 0 && int(uid) != os.Geteuid() {
+		return snap, fmt.Errorf("%s (uid %d): %w", path, uid, ErrForeignServer)
+	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write([]byte("stats\n")); err != nil {
 		return snap, err
@@ -251,14 +280,14 @@ func Query(mnt string) (measure.Snapshot, error) {
 		measure.Snapshot
 		Error string `json:"error"`
 	}
-	if err := json.NewDecoder(c).Decode(&answer); err != nil {
+	if err := json.NewDecoder(io.LimitReader(c, maxAnswer)).Decode(&answer); err != nil {
 		return snap, fmt.Errorf("stats from %s: %w", path, err)
 	}
 	if answer.Error == errRefused {
 		return snap, fmt.Errorf("%s: %w", path, ErrPermission)
 	}
 	if answer.Error != "" {
-		return snap, fmt.Errorf("stats from %s: %s", path, answer.Error)
+		return snap, fmt.Errorf("stats from %s: %s", path, printable.String(answer.Error))
 	}
 	return answer.Snapshot, nil
 }

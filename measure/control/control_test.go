@@ -2,9 +2,11 @@ package control
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,13 +86,45 @@ func init() {
 	case "query":
 		snap, err := Query(mnt)
 		if err != nil {
-			fmt.Printf("err permission=%v %v\n", errors.Is(err, ErrPermission), err)
+			fmt.Printf("err permission=%v foreign=%v %v\n", errors.Is(err, ErrPermission), errors.Is(err, ErrForeignServer), err)
 			os.Exit(1)
 		}
 		fmt.Printf("ok %s\n", snap.Mount)
+	case "fake":
+		// Another user's server in the socket's place, in a directory it
+		// left open to all: it answers every connection with made-up
+		// numbers and terminal escapes, until stdin closes.
+		path := SocketPath(mnt)
+		os.MkdirAll(filepath.Dir(path), 0o777)
+		os.Chmod(filepath.Dir(path), 0o777)
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			fmt.Printf("err %v\n", err)
+			os.Exit(1)
+		}
+		os.Chmod(path, 0o777)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				bufio.NewReader(c).ReadString('\n')
+				m, _ := json.Marshal(forgedMount)
+				fmt.Fprintf(c, "{\"mount\":%s,\"ops\":[{\"op\":\"read\",\"count\":999999}]}\n", m)
+				c.Close()
+			}
+		}()
+		fmt.Printf("ok %s\n", path)
+		io.Copy(io.Discard, os.Stdin)
+		ln.Close()
 	}
 	os.Exit(0)
 }
+
+// forgedMount is what a fake server puts in its answer: a sequence that
+// would set the terminal's title and clear the screen if printed raw.
+const forgedMount = "\x1b]0;owned\x07\x1b[2J/mnt/shared"
 
 const (
 	uidNobody = 65534 // the helper's user: owns nothing the tests made
@@ -297,5 +331,45 @@ func TestQueryOtherUserPermissionDenied(t *testing.T) {
 	// The daemon's own user gets the answer.
 	if out, err := asUser(helper, uidNobody, "query", "/mnt/shared", xdg).CombinedOutput(); err != nil {
 		t.Errorf("query by the daemon's user: %v: %s", err, out)
+	}
+}
+
+// TestQueryRefusesForeignServer (issue #16 (4)): another user (nobody)
+// serves a socket at the name the client will use, in a directory it left
+// open to all (XDG_RUNTIME_DIR shared), and answers with made-up numbers
+// and terminal escapes. The client of a third user checks the server's
+// credentials (SO_PEERCRED) and refuses the answer; the daemon's own user
+// (here nobody, for whom the fake is "its own" server) would read it.
+func TestQueryRefusesForeignServer(t *testing.T) {
+	base, helper := otherUserBase(t)
+	xdg := "XDG_RUNTIME_DIR=" + base
+	fake := asUser(helper, uidNobody, "fake", "/mnt/shared", xdg)
+	stdin, err := fake.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := fake.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Wait()
+	defer stdin.Close()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ok ") {
+		t.Fatalf("fake server of nobody: %q", line)
+	}
+	out, err := asUser(helper, uidOther, "query", "/mnt/shared", xdg).CombinedOutput()
+	line := strings.TrimSpace(string(out))
+	if err == nil || !strings.HasPrefix(line, "err permission=false foreign=true ") {
+		t.Errorf("query by another user of a fake server: %v: %q, want the answer refused (ErrForeignServer)", err, line)
+	}
+	if strings.Contains(line, "\x1b") {
+		t.Errorf("the client's message carries the server's escapes: %q", line)
+	}
+	// Proof that the fake answers: its own user reads it.
+	if out, err := asUser(helper, uidNobody, "query", "/mnt/shared", xdg).CombinedOutput(); err != nil || !strings.Contains(string(out), "owned") {
+		t.Errorf("query by the fake server's own user: %v: %s", err, out)
 	}
 }
