@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/twincrypt/twincrypt/internal/privfile"
 )
 
 // OpLogOptions configure an op log.
@@ -131,8 +133,9 @@ func OpenOpLog(path string, o OpLogOptions) (*OpLog, error) {
 }
 
 func openOpLog(path string, o OpLogOptions, write func(*os.File, []byte) (int, error)) (*OpLog, error) {
-	// 0600: with Paths the log holds plaintext names.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// 0600, not a symlink, not another user's file: with Paths the log
+	// holds plaintext names.
+	f, err := privfile.Open(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("open op log: %w", err)
 	}
@@ -380,7 +383,7 @@ func (l *OpLog) rotate() {
 // drops (and counts) lines until a later flush succeeds in reopening.
 func (l *OpLog) reopen() {
 	l.off = 0
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := privfile.Open(l.path, true)
 	if err != nil {
 		l.keepErr(fmt.Errorf("reopen op log: %w", err))
 		return

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
+	"github.com/twincrypt/twincrypt/internal/privfile"
 	"github.com/twincrypt/twincrypt/measure"
 	"github.com/twincrypt/twincrypt/measure/control"
 )
@@ -112,6 +112,15 @@ func startInstrument(f instrFlags, mnt string, log zerolog.Logger) (*instrument,
 		return in, nil
 	}
 	in.rec = measure.NewRecorder(mnt)
+	if f.summary != "" {
+		// Written at unmount; a planted symlink or another user's file
+		// is refused now, before anything is mounted.
+		sf, err := privfile.Open(f.summary, false)
+		if err != nil {
+			return nil, fmt.Errorf("summary: %w", err)
+		}
+		sf.Close()
+	}
 	if f.oplog != "" {
 		maxBytes := f.oplogMaxMB << 20
 		if f.oplogMaxMB == 0 {
@@ -188,7 +197,7 @@ func (in *instrument) stop(w io.Writer, quiet bool) error {
 		} else {
 			snap.Table(&buf)
 		}
-		if err := os.WriteFile(in.f.summary, buf.Bytes(), 0600); err != nil {
+		if err := privfile.WriteFile(in.f.summary, buf.Bytes()); err != nil {
 			errs = append(errs, fmt.Errorf("summary: %w", err))
 		}
 	}

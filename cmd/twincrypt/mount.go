@@ -19,6 +19,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/fs"
+	"github.com/twincrypt/twincrypt/internal/privfile"
 )
 
 type mountFlags struct {
@@ -69,7 +70,13 @@ Mount options (-o, comma separated, may repeat):
                 /etc/fuse.conf when not root)
   ro            read-only, like --ro
   debug         log every FUSE request, like --debug
-  nonempty      allow mounting over a non-empty MNT`,
+  nonempty      allow mounting over a non-empty MNT
+
+Debug mode writes PLAINTEXT to the log: the names of files, symlink targets,
+extended attribute names and the first bytes of every WRITE and SETXATTR
+payload, as the kernel sends them. Use it with non-secret data only, and keep
+the log where nobody else can read it. --log, --oplog and --summary files are
+made 0600; a symlink or another user's file at their path is refused.`,
 		Example: `  # Foreground, passphrase from the terminal; Ctrl-C unmounts
   twincrypt mount ~/vault.enc ~/vault
 
@@ -95,7 +102,7 @@ Mount options (-o, comma separated, may repeat):
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
 	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty (comma separated)")
 	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")
-	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request and reply")
+	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request and reply (plaintext names and data: see above)")
 	fl.StringVar(&f.logFile, "log", "", "append log output to `FILE` (in --background mode the only place it goes)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
 	f.instr.register(fl)
@@ -329,12 +336,13 @@ func unmountServer(srv *fuse.Server, mnt string, log zerolog.Logger) {
 }
 
 // openLog returns where log output goes: path (appended, 0600) when given,
-// else fallback.
+// else fallback. With debug the log holds plaintext names: path must not
+// be a symlink or another user's file (privfile).
 func openLog(path string, fallback *os.File) (*os.File, func(), error) {
 	if path == "" {
 		return fallback, func() {}, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := privfile.Open(path, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("log file: %w", err)
 	}
