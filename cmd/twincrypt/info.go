@@ -11,6 +11,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
 	"github.com/twincrypt/twincrypt/fs/fsck"
+	"github.com/twincrypt/twincrypt/internal/printable"
 )
 
 // volumeInfo is what info prints; its JSON form is the --json output.
@@ -132,7 +133,9 @@ func (v *volumeInfo) print(w io.Writer) {
 	if v.MountedAt != "" {
 		row("mounted", "at %s", v.MountedAt)
 	}
-	row("creator", "%s", v.Creator)
+	// Not authenticated (anyone who can write LOWER can change it):
+	// quoted if it holds control characters.
+	row("creator", "%s", printable.String(v.Creator))
 	row("version", "%d", v.Version)
 	row("cipher", "%s (%s), %d-bit key, %s", v.Cipher, v.ContentSpec, v.KeyBits, v.AES)
 	row("names", "%s", names)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/twincrypt/twincrypt/internal/printable"
 	"github.com/twincrypt/twincrypt/measure/report"
 )
 
@@ -112,7 +113,7 @@ func runReport(w, stderr io.Writer, logs []string, f reportFlags) error {
 		// CSV has no place for it; the table and JSON carry the count.
 		if r.Malformed > 0 {
 			fmt.Fprintf(stderr, "twincrypt: report: skipped %d malformed line(s) (first: %s)\n",
-				r.Malformed, r.MalformedExamples[0])
+				r.Malformed, printable.String(r.MalformedExamples[0]))
 		}
 		return report.WriteCSV(w, r)
 	}

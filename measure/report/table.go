@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twincrypt/twincrypt/internal/printable"
 )
 
 // WriteTable prints r for a terminal: the per-op latency table, in mirror
@@ -126,7 +128,7 @@ func writeHeader(ew *errWriter, r *Report) {
 		ew.printf("mount %s\n", strings.Join(names, ", "))
 	}
 	for _, e := range r.MalformedExamples {
-		ew.printf("malformed: %s\n", e)
+		ew.printf("malformed: %s\n", printable.String(e))
 	}
 }
 
@@ -199,7 +201,15 @@ func newTable(cols ...string) *table {
 	return &table{cols: cols, left: map[string]bool{"mount": true, "op": true}}
 }
 
-func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
+// row adds a row. Mount, op and path come from log lines anyone who could
+// write the log chose: a cell with control characters is shown quoted, so
+// that it cannot drive the terminal.
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = printable.String(c)
+	}
+	t.rows = append(t.rows, cells)
+}
 
 func (t *table) leftAlign(cols ...string) {
 	for _, c := range cols {
