@@ -302,7 +302,12 @@ func unmount(dir string) error {
 
 // findDaemon returns the pid of the process serving the mount at mnt: the
 // one whose command line has mnt as an argument (every FUSE daemon is told
-// its mount point), or 0.
+// its mount point), that holds /dev/fuse open, and that runs as this user
+// (real, effective, saved and filesystem uid), or 0. Any local user can
+// start a process with our mount point among its arguments; without the
+// uid check the harness would time that process and wait for it to exit.
+// Where the mount command reports its daemon's pid (ours does), that pid
+// is used instead.
 func findDaemon(mnt string) int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -319,12 +324,51 @@ func findDaemon(mnt string) int {
 			continue
 		}
 		for _, arg := range strings.Split(string(cmdline), "\x00") {
-			if arg == mnt {
+			if arg == mnt && ownProcess(pid) && holdsFUSE(pid) {
 				return pid
 			}
 		}
 	}
 	return 0
+}
+
+// ownProcess reports whether every uid of pid (real, effective, saved,
+// filesystem) is our effective uid.
+func ownProcess(pid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if ids, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(ids)
+			if len(f) != 4 {
+				return false
+			}
+			for _, id := range f {
+				if id != strconv.Itoa(os.Geteuid()) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// holdsFUSE reports whether pid has /dev/fuse open.
+func holdsFUSE(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && target == "/dev/fuse" {
+			return true
+		}
+	}
+	return false
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times; Linux fixes it

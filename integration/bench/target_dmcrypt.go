@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -205,11 +206,17 @@ func (t *dmcryptUser) Setup(ctx context.Context, work string) error {
 
 func (t *dmcryptUser) openVolume(ctx context.Context) error {
 	_ = os.Remove(t.summary)
-	if _, err := run(ctx, nil, "", t.exe, "blockdev", "open", "--background", "--quiet",
-		"--summary", t.summary, "--passfile", t.passfile, t.image, t.devMnt); err != nil {
+	out, err := run(ctx, nil, "", t.exe, "blockdev", "open", "--background",
+		"--summary", t.summary, "--passfile", t.passfile, t.image, t.devMnt)
+	if err != nil {
 		return err
 	}
-	t.d.attach(t.devMnt, 0)
+	// The pid it reports, not a search by arguments (see findDaemon).
+	pid := 0
+	if m := mountedPID.FindStringSubmatch(out); m != nil {
+		pid, _ = strconv.Atoi(m[1])
+	}
+	t.d.attach(t.devMnt, pid)
 	return nil
 }
 

@@ -50,15 +50,65 @@ func TestUnescapeMount(t *testing.T) {
 	}
 }
 
+// fakeDaemon starts a shell that holds /dev/fuse open (as fd 3, opened
+// here: any user gets such a descriptor from fusermount3 for a mount of
+// their own), has mark among its arguments and spins for 20 s, as uid
+// when uid >= 0.
+func fakeDaemon(t *testing.T, mark string, uid int) *exec.Cmd {
+	t.Helper()
+	fuse, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("a daemon is recognised by holding /dev/fuse open: %v", err)
+	}
+	defer fuse.Close()
+	cmd := exec.Command("/bin/sh", "-c", `end=$(($(date +%s) + 20)); while [ $(date +%s) -lt $end ]; do :; done`, "sh", mark)
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{fuse}
+	if uid >= 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// TestFindDaemonOtherUser (issue #16 (7)): another local user starts a
+// process with our mount point among its arguments (and /dev/fuse open)
+// before our daemon; findDaemon must not pick it (the harness would time
+// it and wait for it to exit), only ours.
+func TestFindDaemonOtherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: to start a process as another user")
+	}
+	mark := filepath.Join(t.TempDir(), "mnt")
+	theirs := fakeDaemon(t, mark, 65534)
+	deadline := time.Now().Add(10 * time.Second)
+	for !holdsFUSE(theirs.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other user's process never opened /dev/fuse")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pid := findDaemon(mark); pid != 0 {
+		t.Fatalf("findDaemon picked pid %d, a process of uid 65534", pid)
+	}
+	ours := fakeDaemon(t, mark, -1)
+	var pid int
+	for pid = findDaemon(mark); pid == 0 && time.Now().Before(deadline); pid = findDaemon(mark) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pid != ours.Process.Pid {
+		t.Errorf("findDaemon = %d, want our process %d", pid, ours.Process.Pid)
+	}
+}
+
 // A daemon is found by its mount point among its arguments, and its CPU
 // time is read from /proc.
 func TestFindDaemonAndCPU(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "mnt")
-	cmd := exec.Command("/bin/sh", "-c", `end=$(($(date +%s) + 20)); while [ $(date +%s) -lt $end ]; do :; done`, "sh", mark)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd := fakeDaemon(t, mark, -1)
 	var d daemon
 	deadline := time.Now().Add(5 * time.Second)
 	for d.pid == 0 && time.Now().Before(deadline) {
