@@ -14,9 +14,14 @@
 // Sealing. Sealer uses AES-256-GCM with a 96-bit random nonce per Seal.
 // Random nonces are safe for up to about 2^32 seals under one key (NIST SP
 // 800-38D section 8.3); symlink targets and xattr values of one volume stay
-// many orders of magnitude below that. The caller's additional data (e.g.
-// the file id and attribute name) binds a sealed value to its place, so it
-// cannot be moved to another file or attribute unnoticed.
+// many orders of magnitude below that. A sealed value is bound to exactly
+// the caller's additional data and to nothing else. Format version 1 passes
+// "xattr "+name for an xattr value, "symlink" for a target sealed into a
+// link and "symlink "+marker for a long link's sidecar: a value cannot be
+// moved to another attribute name, nor between a link and an attribute,
+// unnoticed; but no file id is in it, so whoever can write LOWER can copy
+// (swap, replay) a sealed value between files of the same volume, and it
+// opens there (cipher/FORMAT.md section 5).
 package keys
 
 import (
