@@ -26,7 +26,8 @@ moved.
 
 The daemon answers on a Unix socket (mode 0600 in a 0700 directory:
 /run/twincrypt as root, else $XDG_RUNTIME_DIR/twincrypt) and only to its own
-user and root.`,
+user and root; stats in turn reads an answer only from a server running as
+this user or root, and shows names from it with control characters quoted.`,
 		Example: `  twincrypt stats ~/vault
   twincrypt stats --watch 2s ~/vault
   twincrypt stats --json ~/vault | jq '.ops[] | select(.op=="write")'`,
