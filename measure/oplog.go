@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/twincrypt/twincrypt/internal/privfile"
+	"github.com/twincrypt/twincrypt/measure/privfile"
 )
 
 // OpLogOptions configure an op log.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/twincrypt/twincrypt/internal/printable"
+	"github.com/twincrypt/twincrypt/measure/printable"
 )
 
 // Table writes the snapshot for a human: one row per operation with its

@@ -11,7 +11,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
 	"github.com/twincrypt/twincrypt/fs/fsck"
-	"github.com/twincrypt/twincrypt/internal/printable"
+	"github.com/twincrypt/twincrypt/measure/printable"
 )
 
 // volumeInfo is what info prints; its JSON form is the --json output.

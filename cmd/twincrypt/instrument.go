@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"github.com/twincrypt/twincrypt/internal/privfile"
+	"github.com/twincrypt/twincrypt/measure/privfile"
 	"github.com/twincrypt/twincrypt/measure"
 	"github.com/twincrypt/twincrypt/measure/control"
 )

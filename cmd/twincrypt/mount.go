@@ -19,7 +19,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/fs"
-	"github.com/twincrypt/twincrypt/internal/privfile"
+	"github.com/twincrypt/twincrypt/measure/privfile"
 )
 
 type mountFlags struct {

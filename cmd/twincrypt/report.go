@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/twincrypt/twincrypt/internal/printable"
+	"github.com/twincrypt/twincrypt/measure/printable"
 	"github.com/twincrypt/twincrypt/measure/report"
 )
 

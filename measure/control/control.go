@@ -34,7 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/twincrypt/twincrypt/internal/printable"
+	"github.com/twincrypt/twincrypt/measure/printable"
 	"github.com/twincrypt/twincrypt/measure"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twincrypt/twincrypt/internal/printable"
+	"github.com/twincrypt/twincrypt/measure/printable"
 )
 
 // WriteTable prints r for a terminal: the per-op latency table, in mirror
