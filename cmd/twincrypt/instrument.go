@@ -14,9 +14,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"github.com/twincrypt/twincrypt/measure/privfile"
 	"github.com/twincrypt/twincrypt/measure"
 	"github.com/twincrypt/twincrypt/measure/control"
+	"github.com/twincrypt/twincrypt/measure/privfile"
 )
 
 // instrFlags choose what a mount measures.

@@ -34,8 +34,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/twincrypt/twincrypt/measure/printable"
 	"github.com/twincrypt/twincrypt/measure"
+	"github.com/twincrypt/twincrypt/measure/printable"
 )
 
 var (
