@@ -392,23 +392,27 @@ func TestOpenBeneathChunks(t *testing.T) {
 	}
 
 	for k := range comps {
-		// comps[k] becomes a symlink to a copy of itself outside root.
+		// comps[k] becomes a symlink to a copy of itself outside root;
+		// every other k runs without openat2 (openStepwise).
+		fallback := k%2 == 1
+		old := noOpenat2.Swap(fallback)
 		dir := filepath.Join(root, filepath.Join(comps[:k+1]...))
 		moved := filepath.Join(out, comps[k])
 		must(t, os.Rename(dir, moved))
 		must(t, os.Symlink(moved, dir))
 		for chunk := 2; chunk <= len(rel)+1; chunk++ {
 			if got, err := open(chunk, unix.O_RDONLY); err != syscall.ELOOP {
-				t.Errorf("%s a symlink, pieces of %d bytes: read %q, %v; want ELOOP", comps[k], chunk, got, err)
+				t.Errorf("%s a symlink, pieces of %d bytes (fallback %v): read %q, %v; want ELOOP", comps[k], chunk, fallback, got, err)
 			}
 			fd, err := openBeneathIn(rootFd, strings.Join(comps, "/")+"/new", unix.O_CREAT|unix.O_WRONLY, 0644, chunk)
 			if err == nil {
 				unix.Close(fd)
 			}
 			if err != syscall.ELOOP {
-				t.Errorf("%s a symlink, pieces of %d bytes: create %v; want ELOOP", comps[k], chunk, err)
+				t.Errorf("%s a symlink, pieces of %d bytes (fallback %v): create %v; want ELOOP", comps[k], chunk, fallback, err)
 			}
 		}
+		noOpenat2.Store(old)
 		if _, err := os.Lstat(filepath.Join(moved, filepath.Join(comps[k+1:]...), "new")); !os.IsNotExist(err) {
 			t.Fatalf("a file was created outside the tree: %v", err)
 		}

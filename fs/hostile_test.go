@@ -648,14 +648,15 @@ func TestHostileSizes(t *testing.T) {
 	}
 }
 
-// TestNoOpenat2Fallback runs TestOps and the static hostile tree on the
-// path taken where the kernel has no openat2 (or seccomp refuses it):
-// plain openat with O_NOFOLLOW on the last component only. The operations
-// must all still work; the swap race is not covered there (the mount warns
-// at start instead).
+// TestNoOpenat2Fallback runs TestOps, the static hostile tree and the
+// swapped directories on the path taken where the kernel has no openat2
+// (or seccomp refuses it): lower paths walked one component at a time
+// (openStepwise). The race against a swapping directory is
+// TestNoOpenat2SwapRace.
 func TestNoOpenat2Fallback(t *testing.T) {
-	old := noOpenat2.Swap(true)
-	t.Cleanup(func() { noOpenat2.Store(old) })
+	forceNoOpenat2(t)
 	TestOps(t)
 	TestHostileLowerSymlinks(t)
+	TestHostileSwap(t)
+	TestDeepHostileSwap(t)
 }

@@ -368,7 +368,8 @@ func (s *side) openNode(a *acct, n *node, flags int) (int, string, syscall.Errno
 // gives ELOOP to the application ("too many levels of symbolic links"),
 // the error the final O_NOFOLLOW component always gave. A path longer
 // than one system call takes is resolved in pieces, each under the same
-// rules (openBeneathIn).
+// rules (openBeneathIn). Without openat2 the path is walked one component
+// at a time under the same rules (openStepwise).
 
 const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
@@ -379,8 +380,9 @@ const openFlagsMask = unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTT
 	unix.O_LARGEFILE | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_NOATIME | unix.O_CLOEXEC | unix.O_PATH
 
 // noOpenat2 is set when the kernel has no openat2 (before Linux 5.6) or a
-// seccomp filter refuses it: lower paths are then opened as before this
-// protection, with only the last component not followed.
+// seccomp filter refuses it: lower paths are then walked one component at
+// a time (openStepwise), under the same rules, at one openat and one fstat
+// per component.
 var noOpenat2 atomic.Bool
 
 // probeOpenat2 checks once per mount that openat2 works and says so when
@@ -393,7 +395,7 @@ func probeOpenat2(rootFd int, log zerolog.Logger) {
 	}
 	if err == unix.ENOSYS || err == unix.EPERM {
 		if !noOpenat2.Swap(true) {
-			log.Warn().Err(err).Msg("no openat2 (Linux < 5.6 or seccomp): lower paths are not confined to LOWER against symlinks planted there")
+			log.Info().Err(err).Msg("no openat2 (Linux < 5.6 or seccomp): lower paths are resolved one component at a time")
 		}
 	}
 }
@@ -471,8 +473,76 @@ func openBeneath1(dirFd int, rel string, flags int, mode uint32) (int, error) {
 			break
 		}
 	}
+	return openStepwise(dirFd, rel, flags, mode)
+}
+
+// openStepwise is openBeneath1 without openat2: one component at a time,
+// each directory on the way opened O_PATH|O_NOFOLLOW from the descriptor
+// of the previous one and checked to be a directory, the last component
+// opened with O_NOFOLLOW. A plain openat of the whole path would follow
+// a symlink in any component but the last: a directory of LOWER swapped
+// for a symlink to /etc would take the daemon there. A symlink on the way
+// gives ELOOP, as openat2 does; ".." (which our paths never hold) EXDEV,
+// as RESOLVE_BENEATH does for a ".." that would leave dirFd.
+func openStepwise(dirFd int, rel string, flags int, mode uint32) (int, error) {
+	fd := dirFd
+	release := func() {
+		if fd != dirFd {
+			syscall.Close(fd)
+		}
+	}
 	for {
-		fd, err := unix.Openat(dirFd, rel, flags|unix.O_NOFOLLOW, mode)
+		comp, rest, more := strings.Cut(rel, "/")
+		if comp == "" || comp == "." {
+			if more {
+				rel = rest
+				continue
+			}
+			comp = "."
+		}
+		if comp == ".." {
+			release()
+			return -1, unix.EXDEV
+		}
+		if !more {
+			res, err := openatRetry(fd, comp, flags|unix.O_NOFOLLOW, mode)
+			if err == unix.ENOTDIR && flags&unix.O_DIRECTORY != 0 {
+				// O_DIRECTORY|O_NOFOLLOW on a symlink: ELOOP, as openat2.
+				var st unix.Stat_t
+				if unix.Fstatat(fd, comp, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					err = unix.ELOOP
+				}
+			}
+			release()
+			return res, err
+		}
+		next, err := openatRetry(fd, comp, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		release()
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			release()
+			return -1, err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+		case unix.S_IFLNK:
+			release()
+			return -1, unix.ELOOP
+		default:
+			release()
+			return -1, unix.ENOTDIR
+		}
+		rel = rest
+	}
+}
+
+func openatRetry(dirFd int, name string, flags int, mode uint32) (int, error) {
+	for {
+		fd, err := unix.Openat(dirFd, name, flags, mode)
 		if err != unix.EINTR {
 			return fd, err
 		}
