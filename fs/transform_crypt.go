@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -63,7 +64,7 @@ func (t *cryptTransform) hidden(isRoot bool, lower string) bool {
 	if t.names == nil {
 		return false
 	}
-	return lower == names.DirIVFile || names.IsSidecar(lower)
+	return lower == names.DirIVFile || names.IsSidecar(lower) || names.IsTmp(lower)
 }
 
 func (t *cryptTransform) lowerName(a *acct, dir *node, d dirLoc, name string) (string, string, syscall.Errno) {
@@ -135,8 +136,8 @@ func (t *cryptTransform) writeLong(a *acct, d dirLoc, lower, long string) syscal
 	rel := d.file(lower + names.LongSuffix)
 	// The content is a function of the name: a sidecar that already holds
 	// it (rename over an existing long name, an earlier crash) is left
-	// alone, so that no truncate-then-write window can hide the entry
-	// that uses it. Anything else under the name is replaced.
+	// alone (no write at all). Anything else under the name is replaced
+	// (writeSmallFile: a new file renamed over it).
 	if b, err := readSmallFile(d.fd, rel, names.MaxSidecarSize); err == nil && string(b) == long {
 		return 0
 	}
@@ -433,33 +434,44 @@ func readSmallFile(dirFd int, rel string, max int) ([]byte, error) {
 	return buf[:n], err
 }
 
-// writeSmallFile replaces the metadata file at rel below dirFd, reached
-// as readSmallFile does.
+// writeSmallFile replaces the metadata file at rel below dirFd (its
+// directory reached as readSmallFile does) with data: written to a new
+// temporary file (O_EXCL) in the same directory, then renamed over rel.
+// Whatever was under the name is replaced, never opened: an existing file
+// there may be a hard link, planted by whoever can write LOWER, to a file
+// of the daemon's user outside LOWER (with fs.protected_hardlinks=0 one
+// can link any file), which an open with O_TRUNC would truncate and
+// overwrite. Readers see the old content or the new, never a truncated
+// file.
 func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Errno {
-	const flags = syscall.O_WRONLY | syscall.O_CREAT | syscall.O_TRUNC | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
-	fd, err := openBeneath(dirFd, rel, flags, mode)
-	if err == syscall.EACCES {
-		// A read-only sidecar being replaced.
-		unlinkBeneath(dirFd, rel, 0)
-		fd, err = openBeneath(dirFd, rel, flags, mode)
+	dir, name := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir, name = rel[:i], rel[i+1:]
 	}
+	if dir != "" {
+		fd, err := openBeneath(dirFd, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return toErrno(err)
+		}
+		defer syscall.Close(fd)
+		dirFd = fd
+	}
+	var rnd [8]byte
+	randRead(rnd[:])
+	tmp := names.TmpPrefix + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(dirFd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return toErrno(err)
 	}
-	var st syscall.Stat_t
-	if err = syscall.Fstat(fd, &st); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		// A FIFO or device planted under the name: leave it alone.
-		syscall.Close(fd)
-		return syscall.EIO
-	}
-	if err == nil {
-		_, err = pwriteFull(fd, data, 0)
-	}
+	_, err = pwriteFull(fd, data, 0)
 	if cerr := syscall.Close(fd); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = unix.Renameat(dirFd, tmp, dirFd, name)
+	}
 	if err != nil {
-		unlinkBeneath(dirFd, rel, 0)
+		unix.Unlinkat(dirFd, tmp, 0)
 		return toErrno(err)
 	}
 	return 0

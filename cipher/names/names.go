@@ -57,6 +57,10 @@ const (
 	LongPrefix = "twincrypt.long."
 	// LongSuffix marks the sidecar file that stores the full encrypted name.
 	LongSuffix = ".name"
+	// TmpPrefix starts the name of a metadata file being written (the
+	// directory IV, a sidecar): written under TmpPrefix + 16 hex digits,
+	// then renamed over its real name. No encrypted name starts with '.'.
+	TmpPrefix = ".twincrypt.tmp."
 	// MaxLowerName is the longest encrypted name stored as is.
 	MaxLowerName = 255
 	// MaxPlainName is the longest plaintext name accepted (NAME_MAX).
@@ -290,6 +294,10 @@ func LongName(lower string, sidecar []byte) (string, error) {
 	}
 	return cName, nil
 }
+
+// IsTmp reports whether a lower name is a metadata file being written
+// (or left behind by an interrupted write).
+func IsTmp(lower string) bool { return strings.HasPrefix(lower, TmpPrefix) }
 
 // IsSidecar reports whether a lower name is a long-name sidecar file.
 func IsSidecar(lower string) bool {

@@ -164,8 +164,8 @@ func (c *checker) walkDir(d *os.File, rel, plain string, isRoot, inLF bool) {
 			continue // checked by checkLinkStore, after the walk
 		}
 		if c.names != nil {
-			if name == names.DirIVFile {
-				continue
+			if name == names.DirIVFile || names.IsTmp(name) {
+				continue // an IV, or metadata being written (or left by a crash)
 			}
 			if names.IsSidecar(name) {
 				if !present[strings.TrimSuffix(name, names.LongSuffix)] {
