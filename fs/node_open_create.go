@@ -33,7 +33,9 @@ func (s *side) openFlags(flags uint32) int {
 func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	o := n.r.begin(measure.OpOpen, n)
 	defer func() { o.end(errno) }()
-	fd, rel, errno := n.r.main.openNode(&o.a, n, n.r.main.openFlags(flags))
+	// Opened without O_TRUNC: newFile truncates once it knows the lower
+	// file is the node's own.
+	fd, rel, errno := n.r.main.openNode(&o.a, n, n.r.main.openFlags(flags)&^syscall.O_TRUNC)
 	unlinked := errno == syscall.ENOENT && n.unlinked()
 	if unlinked {
 		fd, errno = n.reopen(&o.a, n.r.main, flags)
@@ -51,7 +53,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 		closeFd(twinFd)
 		return nil, 0, errno
 	}
-	return n.newFile(&o.a, rel, fd, twinFd)
+	return n.newFile(&o.a, rel, fd, twinFd, flags&syscall.O_TRUNC != 0)
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
@@ -64,11 +66,22 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		t0 := a.now()
 		// O_NOFOLLOW (in openFlags): a symlink planted under the name
 		// is not followed, the create fails with ELOOP. O_EXCL: only
-		// a file made here gets its mode settled; one that appeared
-		// meanwhile is opened as it is, unless the caller said O_EXCL.
+		// a file made here gets its mode settled.
 		f, err := unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT|syscall.O_EXCL, want)
 		created := err == nil
 		if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+			if s == n.r.main {
+				// The kernel believed the name free (CREATE comes for
+				// a negative entry only): the file appeared in LOWER
+				// behind its back, and nobody checked the caller's
+				// right to open it; it may be a hard link to anything.
+				// ESTALE makes the kernel look the name up again and
+				// open what it finds as an existing file, with the
+				// permission checks and O_TRUNC of an open.
+				n.r.log.Info().Str("lower", s.show(e.rel())).Msg("create found an entry made behind the mount's back: ESTALE, looked up again")
+				a.lowerSince(t0)
+				return syscall.ESTALE
+			}
 			f, err = unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT, want)
 		}
 		a.lowerSince(t0)
@@ -90,7 +103,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		closeFd(twinFd)
 		return nil, nil, 0, errno
 	}
-	fh, fuseFlags, errno = ch.Operations().(*node).newFile(&o.a, rel, fd, twinFd)
+	fh, fuseFlags, errno = ch.Operations().(*node).newFile(&o.a, rel, fd, twinFd, false)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -105,25 +118,39 @@ func closeFd(fd int) {
 
 // newFile wraps open lower descriptors (of the file rel below the mount's
 // lower root) and refreshes the inode's content state from the mount's
-// own one. The kernel opens regular files only: a lower object of another
-// type was swapped in behind its back (a device node, a FIFO) and is not
-// read or written.
-func (n *node) newFile(a *acct, rel string, fd, twinFd int) (fs.FileHandle, uint32, syscall.Errno) {
+// own one; trunc truncates the file to zero (an open with O_TRUNC). The
+// kernel opens regular files only: a lower object of another type was
+// swapped in behind its back (a device node, a FIFO) and is not read or
+// written. Nor is a regular file other than the node's own inode: the
+// kernel checked the caller's permissions against the node's attributes,
+// and whoever can write LOWER may have put under the name, since the
+// node's lookup, a hard link to a file the caller may not touch (ESTALE:
+// the kernel looks the name up again and checks the file it finds).
+func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.FileHandle, uint32, syscall.Errno) {
 	var st syscall.Stat_t
-	if err := a.fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		if err == nil {
-			n.r.log.Warn().Str("lower", n.r.main.show(rel)).Msg("not a regular file in LOWER: EIO")
-		}
+	fail := func(errno syscall.Errno) (fs.FileHandle, uint32, syscall.Errno) {
 		closeFd(fd)
 		closeFd(twinFd)
-		if err != nil {
-			return nil, 0, toErrno(err)
-		}
-		return nil, 0, syscall.EIO
+		return nil, 0, errno
+	}
+	if err := a.fstat(fd, &st); err != nil {
+		return fail(toErrno(err))
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		n.r.log.Warn().Str("lower", n.r.main.show(rel)).Msg("not a regular file in LOWER: EIO")
+		return fail(syscall.EIO)
+	}
+	if n.r.stableAttr(&st, 0).Ino != n.ino() {
+		n.r.log.Warn().Str("lower", n.r.main.show(rel)).Uint64("lowerIno", st.Ino).
+			Msg("the lower file is not the inode the kernel knows under this name (replaced in LOWER): ESTALE")
+		return fail(syscall.ESTALE)
 	}
 	n.io.mu.Lock()
 	n.io.lowerPath = n.r.main.show(rel)
 	errno := n.r.main.io.open(a, &n.io, fd, &st)
+	if errno == 0 && trunc {
+		errno = n.truncOpen(a, fd)
+	}
 	n.io.mu.Unlock()
 	if errno != 0 {
 		closeFd(fd)
@@ -144,6 +171,29 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int) (fs.FileHandle, uint
 	// of the lower file behind our back shows in its mtime or size at the
 	// next GETATTR, and the kernel drops the cache then (auto_inval_data).
 	return f, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// truncOpen truncates the file n, open as fd on the mount's side, to
+// zero through the content I/O (crypt: an empty file, a new header at the
+// next write), with the content lock held. A read-only descriptor (an
+// open O_RDONLY|O_TRUNC) is reopened read-write through /proc for it:
+// the very inode, nothing resolved in LOWER.
+func (n *node) truncOpen(a *acct, fd int) syscall.Errno {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return toErrno(err)
+	}
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		t0 := a.now()
+		wfd, err := unix.Open(procFd(fd), syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		a.lowerSince(t0)
+		if err != nil {
+			return toErrno(err)
+		}
+		defer syscall.Close(wfd)
+		fd = wfd
+	}
+	return n.r.main.io.truncate(a, &n.io, fd, 0)
 }
 
 // unlinked reports whether n is a file whose last name is gone while it is

@@ -1,0 +1,229 @@
+package fs
+
+// Hard links planted in LOWER. Whoever can write LOWER can, where
+// fs.protected_hardlinks is 0 (the kernel's default; distributions set
+// it to 1), hard-link any file of the host on the same filesystem into
+// it, root's included. A daemon running as root must then never open an
+// existing lower name to write it without knowing which inode it got: the
+// metadata it rewrites (directory IV, long-name sidecars) and the file
+// the kernel asked it to open after a lookup may both be such a link.
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/cipher/names"
+)
+
+// unprotectHardlinks sets fs.protected_hardlinks to 0 for the test, so
+// that an unprivileged user can hard-link a root-owned file.
+func unprotectHardlinks(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the daemon runs as root, the attacker as uid 1000")
+	}
+	const p = "/proc/sys/fs/protected_hardlinks"
+	old, err := os.ReadFile(p)
+	if err != nil {
+		t.Skipf("no %s: %v", p, err)
+	}
+	if err := os.WriteFile(p, []byte("0"), 0644); err != nil {
+		t.Skipf("cannot set %s to 0 (%v): the attack needs it", p, err)
+	}
+	t.Cleanup(func() { os.WriteFile(p, old, 0644) })
+}
+
+// rootSecret makes a root-owned 0600 file outside LOWER (on LOWER's
+// filesystem, so that it can be hard-linked there), its directories
+// reachable by uid 1000.
+func rootSecret(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "outside")
+	must(t, os.Mkdir(dir, 0755))
+	p := filepath.Join(dir, "secret")
+	must(t, os.WriteFile(p, []byte("root's secret, never to be truncated or read by others\n"), 0600))
+	must(t, os.Chown(p, 0, 0))
+	ageTree(t, dir)
+	reachable(t, dir)
+	return p
+}
+
+// reachable lets other users search every directory above p, p included.
+func reachable(t *testing.T, p string) {
+	t.Helper()
+	for ; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		var st unix.Stat_t
+		must(t, unix.Stat(p, &st))
+		must(t, os.Chmod(p, os.FileMode(st.Mode&0777|0755)))
+	}
+}
+
+// fileState is what must not change of the secret: its bytes, size,
+// mode, owner, mtime and, with atime, its atime (not the link count or
+// ctime, which the planted links move).
+func fileState(t *testing.T, p string, atime bool) string {
+	t.Helper()
+	var st unix.Stat_t
+	must(t, unix.Lstat(p, &st))
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOATIME|unix.O_CLOEXEC, 0)
+	must(t, err)
+	f := os.NewFile(uintptr(fd), p)
+	h := sha256.New()
+	_, err = f.WriteTo(h)
+	f.Close()
+	must(t, err)
+	s := fmt.Sprintf("mode=%o uid=%d gid=%d size=%d mtime=%d.%d sha256=%x",
+		st.Mode, st.Uid, st.Gid, st.Size, st.Mtim.Sec, st.Mtim.Nsec, h.Sum(nil))
+	if atime {
+		s += fmt.Sprintf(" atime=%d.%d", st.Atim.Sec, st.Atim.Nsec)
+	}
+	return s
+}
+
+// plantLink hard-links target to the lower name p as uid 1000.
+func plantLink(t *testing.T, target, p string) {
+	t.Helper()
+	if out, err := asUser("ln", target, p); err != nil {
+		t.Fatalf("ln %s %s as uid 1000: %v: %s", target, p, err, out)
+	}
+}
+
+// TestHardlinkMetadata plants a hard link to a root-owned file under the
+// name of metadata the daemon rewrites: the IV of an empty directory whose
+// IV is torn (rewritten when the directory is listed) and the sidecar slot
+// of a long name about to be created. The secret must not change, and the
+// mount must work as it would with garbage there.
+func TestHardlinkMetadata(t *testing.T) {
+	unprotectHardlinks(t)
+	for _, v := range deepVariants[:4] {
+		if v.cipher == "" || v.plaintextNames {
+			continue // no directory IVs or sidecars
+		}
+		t.Run(v.name, func(t *testing.T) {
+			secret := rootSecret(t)
+			tm := newVolume(t, v)
+			tm.mount(t)
+			long := strings.Repeat("L", 200)
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "keep"), []byte("keep"), 0644))
+			must(t, os.Mkdir(filepath.Join(tm.mnt, "empty"), 0755))
+			tm.unmountNow(t)
+
+			reachable(t, tm.lower)
+			must(t, os.Chmod(tm.lower, 0777))
+			le := lowerPath(t, tm, "empty")
+			must(t, os.Chmod(le, 0777))
+			must(t, os.Remove(filepath.Join(le, names.DirIVFile)))
+			plantLink(t, secret, filepath.Join(le, names.DirIVFile))
+			plantLink(t, secret, lowerPath(t, tm, long)+names.LongSuffix)
+			// The daemon reads the planted files (to find the IV torn,
+			// the sidecar not the name's), which moves their atime
+			// (fileState without it); it must not write them.
+			before := fileState(t, secret, false)
+
+			tm.unmounted = false
+			tm.mount(t)
+			// The IV "torn" (the secret is not 16 bytes) in an empty
+			// directory: a new one is written at the listing.
+			if ents, err := os.ReadDir(filepath.Join(tm.mnt, "empty")); err != nil || len(ents) != 0 {
+				t.Errorf("listing the directory with a planted IV: %v, %v", ents, err)
+			}
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "empty", "x"), []byte("x"), 0644))
+			// The sidecar slot holds something else than the long name:
+			// it is replaced at the create.
+			must(t, os.WriteFile(filepath.Join(tm.mnt, long), []byte("long"), 0644))
+			if got, err := os.ReadFile(filepath.Join(tm.mnt, long)); err != nil || string(got) != "long" {
+				t.Errorf("long name created over a planted sidecar link reads %q, %v", got, err)
+			}
+			if after := fileState(t, secret, false); after != before {
+				t.Errorf("the root-owned file linked into LOWER changed:\nbefore %s\nafter  %s", before, after)
+			}
+			alive(t, tm)
+		})
+	}
+}
+
+// TestHardlinkSwapBeforeOpen replaces, between the kernel's lookup of a
+// file of uid 1000 and the open that uid makes within the attribute
+// timeout, the file's lower name with a hard link to a root-owned file:
+// the kernel checks the open against the attributes it cached (uid
+// 1000's file), and the daemon opens what is under the name now. Also the
+// create of a name the kernel has cached as absent while a hard link
+// appeared under it in LOWER (the daemon's O_EXCL create finds it). The
+// opener must not get the root-owned file, for writing (the kernel would
+// truncate it through the descriptor the daemon opened: O_TRUNC comes as
+// a SETATTR on the open file) nor for reading (the twin would show it),
+// and the file must not change.
+func TestHardlinkSwapBeforeOpen(t *testing.T) {
+	unprotectHardlinks(t)
+	for _, v := range deepVariants[:4] {
+		t.Run(v.name, func(t *testing.T) {
+			secret := rootSecret(t)
+			tm := newVolume(t, v)
+			tm.mount(t, func(o *Options) { o.AllowOther = true })
+			reachable(t, tm.mnt)
+			reachable(t, tm.lower)
+			must(t, os.Chmod(tm.lower, 0777))
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "keep"), []byte("keep"), 0644))
+			before := fileState(t, secret, true)
+
+			// attack runs open as uid 1000 in the window; it returns
+			// the opener's output and whether the daemon met the swap.
+			type attack struct {
+				what   string
+				create bool   // the name is absent for the kernel
+				script string // sh script run as uid 1000 with the path as $1
+				logged string // the daemon's log line when it meets the swap
+			}
+			attacks := []attack{
+				{"read", false, `exec 3< "$1" && echo OPENED && cat <&3`, "not the inode the kernel knows"},
+				{"write with O_TRUNC", false, `exec 3> "$1" && echo OPENED && printf pwned >&3`, "not the inode the kernel knows"},
+				{"create without O_EXCL", true, `exec 3> "$1" && echo OPENED && printf pwned >&3`, "create found an entry made behind"},
+			}
+			for i, at := range attacks {
+				met := false
+				for try := 0; try < 5 && !met; try++ {
+					name := fmt.Sprintf("f%d-%d", i, try)
+					p := filepath.Join(tm.mnt, name)
+					spare := filepath.Join(tm.lower, fmt.Sprintf(".spare%d-%d", i, try))
+					plantLink(t, secret, spare)
+					if at.create {
+						if _, err := os.Lstat(p); !os.IsNotExist(err) {
+							t.Fatalf("%s: %v, want ENOENT", name, err)
+						}
+					} else {
+						must(t, os.WriteFile(p, []byte("uid 1000's own file"), 0644))
+						must(t, os.Chown(p, 1000, 1000))
+						var st unix.Stat_t
+						must(t, unix.Stat(p, &st)) // the kernel's node, fresh
+					}
+					logLen := len(tm.log.String())
+					t0 := time.Now()
+					must(t, os.Rename(spare, lowerPath(t, tm, name)))
+					out, _ := asUser("sh", "-c", at.script, "sh", p)
+					met = strings.Contains(tm.log.String()[logLen:], at.logged)
+					if strings.Contains(string(out), "OPENED") || strings.Contains(string(out), "root's secret") {
+						t.Errorf("%s: uid 1000 opened the root-owned file linked into LOWER: %q", at.what, out)
+						met = true
+					}
+					if !met {
+						t.Logf("%s: the daemon did not meet the swap (%v after it: attribute timeout passed?): %q", at.what, time.Since(t0), out)
+					}
+				}
+				if !met {
+					t.Errorf("%s: the daemon never met the swapped file in 5 tries", at.what)
+				}
+			}
+			if after := fileState(t, secret, true); after != before {
+				t.Errorf("the root-owned file linked into LOWER changed:\nbefore %s\nafter  %s", before, after)
+			}
+			alive(t, tm)
+		})
+	}
+}
