@@ -173,8 +173,8 @@ func TestHardlinkSwapBeforeOpen(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(tm.mnt, "keep"), []byte("keep"), 0644))
 			before := fileState(t, secret, true)
 
-			// attack runs open as uid 1000 in the window; it returns
-			// the opener's output and whether the daemon met the swap.
+			// Each attack swaps the name in LOWER, then runs script as
+			// uid 1000 within the kernel's attribute and entry timeouts.
 			type attack struct {
 				what   string
 				create bool   // the name is absent for the kernel
@@ -211,6 +211,10 @@ func TestHardlinkSwapBeforeOpen(t *testing.T) {
 					if strings.Contains(string(out), "OPENED") || strings.Contains(string(out), "root's secret") {
 						t.Errorf("%s: uid 1000 opened the root-owned file linked into LOWER: %q", at.what, out)
 						met = true
+					} else if met && !strings.Contains(string(out), "Permission denied") {
+						// ESTALE makes the kernel look the name up again and
+						// check uid 1000 against the file it finds there.
+						t.Errorf("%s: %q, want EACCES (the kernel's own check of the file now under the name)", at.what, out)
 					}
 					if !met {
 						t.Logf("%s: the daemon did not meet the swap (%v after it: attribute timeout passed?): %q", at.what, time.Since(t0), out)
