@@ -156,9 +156,12 @@ func asFile(f fs.FileHandle) *file {
 	return nil
 }
 
-// setattrPath applies in to n on side s without an open file: the *at
-// calls on n's entry, none of which follows a symlink. The attributes
-// afterwards go to st, if not nil.
+// setattrPath applies in to n on side s without an open file: n's entry
+// is opened O_PATH without following a symlink, checked to be n's own
+// inode (sameLower: the kernel checked the caller against n's attributes,
+// and a chmod, chown or truncate of a hard link planted under the name
+// would change someone else's file), and changed through that descriptor.
+// The attributes afterwards go to st, if not nil.
 func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn, st *syscall.Stat_t) syscall.Errno {
 	e, errno := s.entryOf(a, n)
 	if errno != 0 {
@@ -166,34 +169,60 @@ func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn, st *syscall.Sta
 	}
 	defer s.done(e)
 	t0 := a.now()
+	fd, err := openBeneath(e.dir, e.name, unix.O_PATH|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		a.lowerSince(t0)
+		return toErrno(err)
+	}
+	defer syscall.Close(fd)
+	var lst syscall.Stat_t
+	if err := syscall.Fstat(fd, &lst); err != nil {
+		a.lowerSince(t0)
+		return toErrno(err)
+	}
+	if errno := n.sameLower(s, e.rel(), &lst); errno != 0 {
+		a.lowerSince(t0)
+		return errno
+	}
+	symlink := lst.Mode&syscall.S_IFMT == syscall.S_IFLNK
 	if m, ok := in.GetMode(); ok {
-		if err := chmodAt(e.dir, e.name, m); err != nil {
+		// As fchmodat(AT_SYMLINK_NOFOLLOW): a symlink's mode is fixed.
+		err := error(unix.EOPNOTSUPP)
+		if !symlink {
+			err = syscall.Chmod(procFd(fd), m)
+		}
+		if err != nil {
 			a.lowerSince(t0)
 			return toErrno(err)
 		}
 	}
 	uid, gid, chown := setattrOwner(in)
 	if chown {
-		if err := unix.Fchownat(e.dir, e.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
 			a.lowerSince(t0)
 			return toErrno(err)
 		}
 	}
 	a.lowerSince(t0)
 	if sz, ok := in.GetSize(); ok {
-		// truncate(2) by path: open the lower file for the duration.
+		// truncate(2) by path: open the lower file for the duration,
+		// through the descriptor (the very inode checked above).
 		t0 := a.now()
-		fd, err := openBeneath(e.dir, e.name, syscall.O_RDWR|syscall.O_NONBLOCK, 0)
+		err := error(syscall.ELOOP)
+		var wfd int
+		if !symlink {
+			wfd, err = unix.Open(procFd(fd), syscall.O_RDWR|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		}
 		if err == nil {
-			err = checkRegular(fd)
+			err = checkRegular(wfd)
 		}
 		a.lowerSince(t0)
 		if err != nil {
 			return toErrno(err)
 		}
-		errno := n.truncate(a, s, fd, int64(sz), true)
+		errno := n.truncate(a, s, wfd, int64(sz), true)
 		t0 = a.now()
-		syscall.Close(fd)
+		syscall.Close(wfd)
 		a.lowerSince(t0)
 		if errno != 0 {
 			return errno
@@ -201,14 +230,19 @@ func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn, st *syscall.Sta
 	}
 	if ts, ok := setattrTimes(in); ok {
 		t0 := a.now()
-		err := unix.UtimesNanoAt(e.dir, e.name, ts, unix.AT_SYMLINK_NOFOLLOW)
+		var err error
+		if symlink {
+			err = unix.UtimesNanoAt(e.dir, e.name, ts, unix.AT_SYMLINK_NOFOLLOW)
+		} else {
+			err = unix.UtimesNanoAt(unix.AT_FDCWD, procFd(fd), ts, 0)
+		}
 		a.lowerSince(t0)
 		if err != nil {
 			return toErrno(err)
 		}
 	}
 	if st != nil {
-		return toErrno(a.lstat(e, st))
+		return toErrno(a.fstat(fd, st))
 	}
 	return 0
 }

@@ -121,11 +121,8 @@ func closeFd(fd int) {
 // own one; trunc truncates the file to zero (an open with O_TRUNC). The
 // kernel opens regular files only: a lower object of another type was
 // swapped in behind its back (a device node, a FIFO) and is not read or
-// written. Nor is a regular file other than the node's own inode: the
-// kernel checked the caller's permissions against the node's attributes,
-// and whoever can write LOWER may have put under the name, since the
-// node's lookup, a hard link to a file the caller may not touch (ESTALE:
-// the kernel looks the name up again and checks the file it finds).
+// written. Nor is a regular file other than the node's own inode
+// (sameLower: a hard link put under the name since the lookup).
 func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.FileHandle, uint32, syscall.Errno) {
 	var st syscall.Stat_t
 	fail := func(errno syscall.Errno) (fs.FileHandle, uint32, syscall.Errno) {
@@ -140,10 +137,8 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 		n.r.log.Warn().Str("lower", n.r.main.show(rel)).Msg("not a regular file in LOWER: EIO")
 		return fail(syscall.EIO)
 	}
-	if n.r.stableAttr(&st, 0).Ino != n.ino() {
-		n.r.log.Warn().Str("lower", n.r.main.show(rel)).Uint64("lowerIno", st.Ino).
-			Msg("the lower file is not the inode the kernel knows under this name (replaced in LOWER): ESTALE")
-		return fail(syscall.ESTALE)
+	if errno := n.sameLower(n.r.main, rel, &st); errno != 0 {
+		return fail(errno)
 	}
 	n.io.mu.Lock()
 	n.io.lowerPath = n.r.main.show(rel)

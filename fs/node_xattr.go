@@ -50,11 +50,24 @@ var xattrBufs = sync.Pool{New: func() any {
 // xattrNode opens node n on side s for an xattr call: O_PATH without
 // following a symlink (so a symlink, a FIFO or a device is not opened for
 // real), and returns the /proc path through which the *xattr calls reach
-// exactly that object. Close fd when done.
+// exactly that object, once it is known to be n's own inode (sameLower:
+// an ACL set on a hard link planted under the name would open a file of
+// someone else's to the caller). Close fd when done.
 func (s *side) xattrNode(a *acct, n *node) (fd int, proc, rel string, errno syscall.Errno) {
 	fd, rel, errno = s.openNode(a, n, unix.O_PATH|syscall.O_NOFOLLOW)
 	if errno != 0 {
 		return -1, "", rel, errno
+	}
+	if s == n.r.main {
+		var st syscall.Stat_t
+		if err := a.fstat(fd, &st); err != nil {
+			syscall.Close(fd)
+			return -1, "", rel, toErrno(err)
+		}
+		if errno := n.sameLower(s, rel, &st); errno != 0 {
+			syscall.Close(fd)
+			return -1, "", rel, errno
+		}
 	}
 	return fd, procFd(fd), rel, 0
 }

@@ -622,6 +622,24 @@ func (r *root) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 	}
 }
 
+// sameLower checks that the lower object st, just opened on side s for
+// node n by its name, is n's own inode (the node's inode number is
+// composed from it, see stableAttr). The kernel checked the caller's
+// permissions against the attributes it holds for n; whoever can write
+// LOWER may since have put another file under the name, a hard link to a
+// file the caller may not touch among them. ESTALE, unlike EIO, makes the
+// kernel look the name up again (an open, a path-based chmod...) and
+// check the caller against what is there now. Only the mount's own side
+// is checked: the nodes know its inodes, not the mirror's.
+func (n *node) sameLower(s *side, rel string, st *syscall.Stat_t) syscall.Errno {
+	if s != n.r.main || n.r.stableAttr(st, 0).Ino == n.ino() {
+		return 0
+	}
+	n.r.log.Warn().Str("lower", s.show(rel)).Uint64("lowerIno", st.Ino).
+		Msg("the lower object is not the inode the kernel knows under this name (replaced in LOWER): ESTALE")
+	return syscall.ESTALE
+}
+
 // lstatGen is fstatat(2) of an entry, never following a symlink, that also
 // returns a generation from the birth time.
 func (a *acct) lstatGen(e entry, st *syscall.Stat_t) (gen uint64, err error) {
