@@ -242,3 +242,34 @@ func TestHardlinkSwapBeforeOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestChmodNewEntry: the chmod that gives a new entry its mode (the
+// daemon's umask took bits away, or mkdir's write-permission dance) acts
+// by name after the creation; in between, whoever can write LOWER may
+// have put a hard link to someone else's file, or a symlink, under the
+// name. Neither may change that file.
+func TestChmodNewEntry(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	must(t, os.WriteFile(secret, []byte("secret"), 0600))
+	must(t, os.Link(secret, filepath.Join(dir, "linked")))
+	must(t, os.Symlink(secret, filepath.Join(dir, "symlinked")))
+	must(t, os.WriteFile(filepath.Join(dir, "new"), nil, 0600))
+	must(t, os.Mkdir(filepath.Join(dir, "newdir"), 0700))
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(fd)
+
+	for name, want := range map[string]error{"linked": unix.EPERM, "symlinked": unix.EOPNOTSUPP, "new": nil, "newdir": nil} {
+		if err := chmodAt(fd, name, 0666); err != want {
+			t.Errorf("chmodAt %s: %v, want %v", name, err, want)
+		}
+	}
+	for name, want := range map[string]os.FileMode{"secret": 0600, "new": 0666, "newdir": 0666} {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		must(t, err)
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode().Perm(), want)
+		}
+	}
+}

@@ -33,8 +33,15 @@ func preserveOwner(ctx context.Context, a *acct, e entry) {
 	if caller, ok := fuse.FromContext(ctx); ok {
 		t0 := a.now()
 		defer a.lowerSince(t0)
+		// Through an O_PATH descriptor: the entry checked below is the
+		// one changed, whatever is put under the name meanwhile.
+		fd, err := unix.Openat(e.dir, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		defer syscall.Close(fd)
 		var st, parent syscall.Stat_t
-		if fstatat(e.dir, e.name, &st) != nil {
+		if syscall.Fstat(fd, &st) != nil {
 			return
 		}
 		gid := caller.Gid
@@ -50,11 +57,11 @@ func preserveOwner(ctx context.Context, a *acct, e entry) {
 			// A new hard link: the inode is someone else's file.
 			return
 		}
-		unix.Fchownat(e.dir, e.name, int(caller.Uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)
+		unix.Fchownat(fd, "", int(caller.Uid), int(gid), unix.AT_EMPTY_PATH)
 		// chown(2) clears the set-user-ID and set-group-ID bits of a
 		// file: give back the mode it was created with.
 		if st.Mode&syscall.S_IFMT != syscall.S_IFLNK && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
-			chmodAt(e.dir, e.name, st.Mode&07777)
+			syscall.Chmod(procFd(fd), st.Mode&07777)
 		}
 	}
 }

@@ -730,14 +730,13 @@ func (s *side) readlink(a *acct, e entry) ([]byte, syscall.Errno) {
 	return s.t.decodeLink(a, s.rootLoc(), buf[:n])
 }
 
-// chmodAt is fchmodat(2) of name in dir without following a symlink
-// (fchmodat2, Linux 6.6); without it, the entry is opened O_PATH and
-// changed through its /proc descriptor, symlinks refused as fchmodat2 does.
+// chmodAt changes the mode of name in dir, an entry the daemon has just
+// made, without following a symlink (EOPNOTSUPP for one, as fchmodat2
+// with AT_SYMLINK_NOFOLLOW). It acts through an O_PATH descriptor of the
+// entry and refuses (EPERM) a non-directory with more than one link:
+// between the creation and this call, whoever can write LOWER may have
+// put under the name a hard link to someone else's file.
 func chmodAt(dir int, name string, mode uint32) error {
-	err := unix.Fchmodat(dir, name, mode, unix.AT_SYMLINK_NOFOLLOW)
-	if err != unix.EOPNOTSUPP {
-		return err
-	}
 	fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -747,8 +746,11 @@ func chmodAt(dir int, name string, mode uint32) error {
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+	switch {
+	case st.Mode&syscall.S_IFMT == syscall.S_IFLNK:
 		return unix.EOPNOTSUPP
+	case st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Nlink > 1:
+		return unix.EPERM
 	}
 	return syscall.Chmod(procFd(fd), mode)
 }
