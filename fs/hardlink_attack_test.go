@@ -273,3 +273,57 @@ func TestChmodNewEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateFindsLowerEntry: a create of a name the kernel holds as absent
+// while the entry has appeared in LOWER behind the mount's back (as
+// another mount of the same LOWER would make it) opens the existing file,
+// after the kernel looked it up again (ESTALE), content intact; a long
+// name keeps its sidecar, so the entry stays listed.
+func TestCreateFindsLowerEntry(t *testing.T) {
+	for _, v := range deepVariants[:4] {
+		t.Run(v.name, func(t *testing.T) {
+			tm := mountVariant(t, v)
+			name := "back"
+			crypt := v.cipher != "" && !v.plaintextNames
+			if crypt {
+				name = strings.Repeat("L", 200)
+			}
+			p := filepath.Join(tm.mnt, name)
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "src"), []byte("content"), 0644))
+			if _, err := os.Lstat(p); !os.IsNotExist(err) {
+				t.Fatalf("%s: %v, want ENOENT", name, err)
+			}
+			// The entry appears in LOWER, with its sidecar.
+			lp := lowerPath(t, tm, name)
+			if crypt {
+				iv, err := os.ReadFile(filepath.Join(tm.lower, names.DirIVFile))
+				must(t, err)
+				cName, err := nameCipher(t, tm).Encrypt(name, iv)
+				must(t, err)
+				must(t, os.WriteFile(lp+names.LongSuffix, []byte(cName), 0400))
+			}
+			must(t, os.Rename(lowerPath(t, tm, "src"), lp))
+			logLen := len(tm.log.String())
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0644)
+			if err != nil {
+				t.Fatalf("create of a name that appeared in LOWER: %v", err)
+			}
+			f.Close()
+			if !strings.Contains(tm.log.String()[logLen:], "create found an entry made behind") {
+				t.Errorf("the create did not reach the daemon as a CREATE:\n%s", tm.log.String()[logLen:])
+			}
+			if got, err := os.ReadFile(p); err != nil || string(got) != "content" {
+				t.Errorf("%s reads %q, %v; want its content", name, got, err)
+			}
+			ents, err := os.ReadDir(tm.mnt)
+			must(t, err)
+			listed := false
+			for _, e := range ents {
+				listed = listed || e.Name() == name
+			}
+			if !listed {
+				t.Errorf("%s is not listed after the create (sidecar dropped?)\n%s", name, tm.log.String())
+			}
+		})
+	}
+}

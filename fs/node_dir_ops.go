@@ -81,7 +81,8 @@ func (s *side) mkEntry(ctx context.Context, a *acct, n *node, name string, mk fu
 	// mk times its own system calls (it may also do crypto).
 	err := mk(e)
 	if err != nil {
-		if long != "" && err != syscall.EEXIST {
+		if long != "" && err != syscall.EEXIST && err != syscall.ESTALE {
+			// (ESTALE: a create found the entry there; see Create.)
 			s.t.dropLong(a, s.parentLoc(e), e.name)
 		}
 		s.done(e)
