@@ -630,9 +630,10 @@ func (r *root) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 // file the caller may not touch among them. ESTALE, unlike EIO, makes the
 // kernel look the name up again (an open, a path-based chmod...) and
 // check the caller against what is there now. Only the mount's own side
-// is checked: the nodes know its inodes, not the mirror's.
+// is checked (the nodes know its inodes, not the mirror's), and not the
+// root, which is the root descriptor itself.
 func (n *node) sameLower(s *side, rel string, st *syscall.Stat_t) syscall.Errno {
-	if s != n.r.main || n.r.stableAttr(st, 0).Ino == n.ino() {
+	if s != n.r.main || n.isRoot() || n.r.stableAttr(st, 0).Ino == n.ino() {
 		return 0
 	}
 	n.r.log.Warn().Str("lower", s.show(rel)).Uint64("lowerIno", st.Ino).
