@@ -2494,4 +2494,19 @@ func TestDifferentialBugReopenUnlinked(t *testing.T) {
 		{kind: dUnlink, path: "f"},
 		{kind: dReopen, slot: 0, n: 5000},
 	})
+	// Seed 928107241291 (concurrent, shrunk): the file is another user's,
+	// so the kernel checks its ACL at the reopen (GETXATTR
+	// system.posix_acl_access), which must reach the deleted file too.
+	bugTestDots(t, "an open, unlinked file of another user cannot be reopened (its ACL check fails)", false, []diffOp{
+		{kind: dMkdir, path: "c0", mode: 0755},
+		{kind: dMkdir, path: "c0/d", mode: 0700},
+		{kind: dMkdir, path: "c0/D", mode: 0777},
+		{kind: dChmod, path: "c0/D", mode: 04777},
+		{kind: dMkdir, path: "c0/d/e", mode: 02777},
+		{kind: dAsCreate, path: "c0/D/b", flags: unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_TRUNC, mode: 01777, uid: 1000, umask: 022, n: 15},
+		{kind: dRename, path: "c0/D/b", path2: "c0/d/e/e"},
+		{kind: dOpen, slot: 2, path: "c0/d/e/e", flags: unix.O_RDWR, mode: 0644},
+		{kind: dUnlink, path: "c0/d/e/e"},
+		{kind: dReopen, slot: 2, n: 8375},
+	})
 }

@@ -79,6 +79,15 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 			return toErrno(a.fstat(fd, st))
 		}
 		e, errno := s.entryOf(a, n)
+		if errno == syscall.ENOENT && n.unlinked() {
+			// A stat of /proc/PID/fd/N of a deleted file.
+			fd, _, errno := s.openNode(a, n, unix.O_PATH)
+			if errno != 0 {
+				return errno
+			}
+			defer syscall.Close(fd)
+			return toErrno(a.fstat(fd, st))
+		}
 		if errno != 0 {
 			return errno
 		}

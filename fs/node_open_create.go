@@ -36,16 +36,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 	// Opened without O_TRUNC: newFile truncates once it knows the lower
 	// file is the node's own.
 	fd, rel, errno := n.r.main.openNode(&o.a, n, n.r.main.openFlags(flags)&^syscall.O_TRUNC)
-	unlinked := errno == syscall.ENOENT && n.unlinked()
-	if unlinked {
-		fd, errno = n.reopen(&o.a, n.r.main, flags)
-	}
 	twinFd := -1
 	o.mirror(n.r, func(s *side, a *acct) (errno syscall.Errno) {
-		if unlinked {
-			twinFd, errno = n.reopen(a, s, flags)
-			return errno
-		}
 		twinFd, _, errno = s.openNode(a, n, s.openFlags(flags))
 		return errno
 	})
@@ -201,11 +193,13 @@ func (n *node) unlinked() bool {
 	return parent == nil
 }
 
-// reopen opens the unlinked file n again on side s with flags, through one
-// of its open lower descriptors (the /proc magic link of our own
-// descriptor reaches the very inode, deleted or not: nothing in LOWER is
-// resolved), as an open of /proc/PID/fd/N does natively.
-func (n *node) reopen(a *acct, s *side, flags uint32) (int, syscall.Errno) {
+// openUnlinked opens the unlinked file n on side s with the lower flags
+// flags, through one of its open lower descriptors: the /proc magic link
+// of our own descriptor reaches the very inode, deleted or not, and
+// nothing in LOWER is resolved. This is how an open of /proc/PID/fd/N
+// reopens a deleted file natively, and how the kernel's own requests on
+// such a file (an ACL check at that open, an xattr call) are served.
+func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
 	n.filesMu.Lock()
 	defer n.filesMu.Unlock()
 	for _, f := range n.files {
@@ -217,7 +211,9 @@ func (n *node) reopen(a *acct, s *side, flags uint32) (int, syscall.Errno) {
 			continue
 		}
 		t0 := a.now()
-		nfd, err := unix.Open(procFd(fd), s.openFlags(flags)&^syscall.O_NOFOLLOW, 0)
+		// Without O_NOFOLLOW: with it, an O_PATH open would give the
+		// magic link itself, and any other open ELOOP.
+		nfd, err := unix.Open(procFd(fd), flags&^syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 		a.lowerSince(t0)
 		return nfd, toErrno(err)
 	}

@@ -347,6 +347,11 @@ func (s *side) knownChild(n *node, fd int, rel, name string) (string, bool) {
 // implied: a node whose lower object became a symlink gives ELOOP).
 func (s *side) openNode(a *acct, n *node, flags int) (int, string, syscall.Errno) {
 	rel, errno := s.rel(a, n)
+	if errno == syscall.ENOENT && n.unlinked() {
+		// No name left, but still open: through an open descriptor.
+		fd, errno := n.openUnlinked(a, s, flags)
+		return fd, "", errno
+	}
 	if errno != 0 {
 		return -1, rel, errno
 	}
