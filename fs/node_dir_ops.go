@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	cnames "github.com/twincrypt/twincrypt/cipher/names"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -258,8 +259,14 @@ func (s *side) clearDirMeta(a *acct, e entry) (restore func(), errno syscall.Err
 		return nil, toErrno(err)
 	}
 	defer syscall.Close(fd)
-	if errno := dirEmpty(fd, meta); errno != 0 {
+	tmps, errno := dirEmpty(fd, meta)
+	if errno != 0 {
 		return nil, errno
+	}
+	// Metadata files a crash left half-written (writeSmallFile) are
+	// no entries of the view: they go with the directory.
+	for _, m := range tmps {
+		unix.Unlinkat(fd, m, 0)
 	}
 	saved := make(map[string][]byte, len(meta))
 	for _, m := range meta {
@@ -283,19 +290,21 @@ func lowerDirEmpty(dirFd int, rel string, meta []string) syscall.Errno {
 		return toErrno(err)
 	}
 	defer syscall.Close(fd)
-	return dirEmpty(fd, meta)
+	_, errno := dirEmpty(fd, meta)
+	return errno
 }
 
-// dirEmpty returns ENOTEMPTY unless the open directory fd holds only meta.
-func dirEmpty(fd int, meta []string) syscall.Errno {
+// dirEmpty returns ENOTEMPTY unless the open directory fd holds only meta
+// and, with encrypted names, metadata files left half-written (tmps).
+func dirEmpty(fd int, meta []string) (tmps []string, errno syscall.Errno) {
 	buf := make([]byte, 4096)
 	for {
 		nb, err := syscall.ReadDirent(fd, buf)
 		if err != nil {
-			return toErrno(err)
+			return nil, toErrno(err)
 		}
 		if nb == 0 {
-			return 0
+			return tmps, 0
 		}
 		_, _, names := syscall.ParseDirent(buf[:nb], -1, nil)
 	next:
@@ -305,7 +314,11 @@ func dirEmpty(fd int, meta []string) syscall.Errno {
 					continue next
 				}
 			}
-			return syscall.ENOTEMPTY
+			if len(meta) > 0 && cnames.IsTmp(name) {
+				tmps = append(tmps, name)
+				continue
+			}
+			return nil, syscall.ENOTEMPTY
 		}
 	}
 }
