@@ -128,6 +128,13 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	opts.MountOptions.EnableAcl = true
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	var raw fuse.RawFileSystem = &umaskRaw{&killPriv{fs.NewNodeFS(r.rootNode, opts)}}
+	if r.twin != nil {
+		// After NewNodeFS: the root node lists like any other.
+		if err := r.checkMirror(); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
 	if wrap != nil {
 		raw = wrap(raw)
 	}

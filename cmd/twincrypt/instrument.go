@@ -35,7 +35,7 @@ func (f *instrFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.oplogPaths, "oplog-paths", false, "include plaintext paths in the op log (they are sensitive)")
 	fl.IntVar(&f.oplogSample, "oplog-sample", 1, "keep 1 in `N` operations in the op log")
 	fl.Int64Var(&f.oplogMaxMB, "oplog-max-mb", 1024, "rotate the op log to FILE.1 past `MiB` (0: no cap)")
-	fl.StringVar(&f.mirror, "mirror", "", "mirror mode: apply every operation also to the plaintext twin `TWINDIR` and time both (writes PLAINTEXT to TWINDIR)")
+	fl.StringVar(&f.mirror, "mirror", "", "mirror mode: apply every operation also to the plaintext twin `TWINDIR` and time both (writes PLAINTEXT to TWINDIR; it must start as a copy of the volume's plaintext, empty for an empty volume)")
 	fl.StringVar(&f.summary, "summary", "", "write the statistics at unmount to `FILE` (JSON if it ends in .json)")
 	fl.BoolVar(&f.noStats, "no-stats", false, "turn timing off (no histograms, no stats socket, no op log)")
 }
