@@ -36,6 +36,9 @@ type Options struct {
 	// ReadOnly mounts read-only; AllowOther lets other users in.
 	ReadOnly   bool
 	AllowOther bool
+	// NoExec forbids executing the mount's files (mount(8)'s noexec, which
+	// the fstab options user and users imply).
+	NoExec bool
 	// KernelPassthrough lets the kernel serve READ/WRITE of the twin directly
 	// from the lower file (FUSE passthrough). Off by default: a twin that
 	// bypasses the daemon measures nothing. Refused for the crypt transform.
@@ -83,6 +86,9 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	mountOpts := []string{"default_permissions"}
 	if o.ReadOnly {
 		mountOpts = append(mountOpts, "ro")
+	}
+	if o.NoExec {
+		mountOpts = append(mountOpts, "noexec")
 	}
 	second := time.Second
 	opts := &fs.Options{

@@ -38,6 +38,16 @@ func main() {
 // are printed as a single "twincrypt: <message>" line on stderr.
 func run(args []string, stdout, stderr io.Writer) int {
 	root, reached := newRootCmd()
+	if isHelperForm(root, args) {
+		// Called by mount.fuse3 for "mount -t fuse.twincrypt" or fstab.
+		mountArgs, err := helperMountArgs(args)
+		if err != nil {
+			mountCmd, _, _ := root.Find([]string{"mount"})
+			printError(stderr, mountCmd, err)
+			return exitCode(err)
+		}
+		args = mountArgs
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -71,6 +71,7 @@ Mount options (-o, comma separated, may repeat):
   ro            read-only, like --ro
   debug         log every FUSE request, like --debug
   nonempty      allow mounting over a non-empty MNT
+  noexec        forbid executing the mount's files
 
 Debug mode writes PLAINTEXT to the log: the names of files, symlink targets,
 extended attribute names and the first bytes of every WRITE and SETXATTR
@@ -100,7 +101,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
-	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty (comma separated)")
+	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec (comma separated)")
 	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request and reply (plaintext names and data: see above)")
 	fl.StringVar(&f.logFile, "log", "", "append log output to `FILE` (in --background mode the only place it goes)")
@@ -263,6 +264,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			MasterKey:         masterKey,
 			ReadOnly:          plan.opts.ro,
 			AllowOther:        plan.opts.allowOther,
+			NoExec:            plan.opts.noexec,
 			KernelPassthrough: f.kernelPassthrough,
 			Debug:             plan.opts.debug,
 			Log:               log,

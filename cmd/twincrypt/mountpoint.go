@@ -19,6 +19,7 @@ type mountOpts struct {
 	ro         bool
 	debug      bool
 	nonempty   bool
+	noexec     bool
 }
 
 // parseMountOpts parses the values of every -o flag, each a comma list.
@@ -37,8 +38,10 @@ func parseMountOpts(values []string) (mountOpts, error) {
 				o.debug = true
 			case "nonempty":
 				o.nonempty = true
+			case "noexec":
+				o.noexec = true
 			default:
-				return mountOpts{}, usageErrorf("unknown mount option -o %q (known: allow_other, ro, debug, nonempty)", opt)
+				return mountOpts{}, usageErrorf("unknown mount option -o %q (known: allow_other, ro, debug, nonempty, noexec)", opt)
 			}
 		}
 	}
@@ -51,7 +54,7 @@ func (o mountOpts) String() string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{o.allowOther, "allow_other"}, {o.ro, "ro"}, {o.debug, "debug"}, {o.nonempty, "nonempty"}} {
+	}{{o.allowOther, "allow_other"}, {o.ro, "ro"}, {o.debug, "debug"}, {o.nonempty, "nonempty"}, {o.noexec, "noexec"}} {
 		if f.on {
 			opts = append(opts, f.name)
 		}

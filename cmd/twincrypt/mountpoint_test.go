@@ -21,6 +21,7 @@ func TestParseMountOpts(t *testing.T) {
 		{[]string{"ro,,debug,"}, mountOpts{ro: true, debug: true}, false},
 		{[]string{"ro", "allow_other"}, mountOpts{ro: true, allowOther: true}, false},
 		{[]string{"nonempty"}, mountOpts{nonempty: true}, false},
+		{[]string{"noexec,ro"}, mountOpts{noexec: true, ro: true}, false},
 		{[]string{" ro , debug "}, mountOpts{ro: true, debug: true}, false},
 		{[]string{"rw"}, mountOpts{}, true},
 		{[]string{"ro,bogus"}, mountOpts{}, true},
@@ -42,7 +43,7 @@ func TestParseMountOpts(t *testing.T) {
 }
 
 func TestMountOptsRoundTrip(t *testing.T) {
-	for _, o := range []mountOpts{{}, {ro: true}, {allowOther: true, debug: true, nonempty: true}, {true, true, true, true}} {
+	for _, o := range []mountOpts{{}, {ro: true}, {allowOther: true, debug: true, nonempty: true}, {true, true, true, true, true}} {
 		got, err := parseMountOpts([]string{o.String()})
 		if err != nil || got != o {
 			t.Errorf("%+v -> %q -> %+v, %v", o, o.String(), got, err)

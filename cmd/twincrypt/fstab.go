@@ -1,0 +1,117 @@
+package main
+
+// The mount helper form. mount(8) mounts "fuse.twincrypt" (from the
+// command line or /etc/fstab) through fuse3's mount.fuse3, which runs
+//
+//	/bin/sh -c "twincrypt LOWER MNT -o OPTIONS"
+//
+// with mount(8)'s own options filtered (user, users, auto, noauto, nofail,
+// _netdev are dropped; x-* never reach it) and "dev,suid" added unless
+// nodev/nosuid were given. mount(8) runs helpers without PATH, so /bin/sh
+// looks for twincrypt in its default search path (/usr/local/sbin,
+// /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin). mount(8) waits for the
+// helper to exit: the helper form is 'twincrypt mount --background'.
+
+import (
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// isHelperForm reports whether args are the mount helper's "LOWER MNT
+// [-o OPTIONS]": the first argument is an existing directory, not a
+// command. A mistyped command that is not a directory still gets cobra's
+// "unknown command".
+func isHelperForm(root *cobra.Command, args []string) bool {
+	if len(args) < 2 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
+		return false
+	}
+	for _, c := range root.Commands() {
+		if c.Name() == args[0] || c.HasAlias(args[0]) {
+			return false
+		}
+	}
+	fi, err := os.Stat(args[0])
+	return err == nil && fi.IsDir()
+}
+
+// helperMountArgs turns the helper form into the equivalent
+// 'twincrypt mount' command line.
+func helperMountArgs(args []string) ([]string, error) {
+	lower, mnt := args[0], args[1]
+	var optValues []string
+	for i := 2; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-o" && i+1 < len(args):
+			i++
+			optValues = append(optValues, args[i])
+		case strings.HasPrefix(a, "-o") && len(a) > 2:
+			optValues = append(optValues, a[2:])
+		default:
+			return nil, usageErrorf("mount helper form is 'twincrypt LOWER MNT [-o OPTIONS]', got %q", a)
+		}
+	}
+	out := []string{"mount", "--background", "--quiet"}
+	var ours []string
+	ro, noexec := false, false
+	for _, v := range optValues {
+		for _, opt := range strings.Split(v, ",") {
+			name, value, hasValue := strings.Cut(strings.TrimSpace(opt), "=")
+			switch {
+			case name == "":
+			case hasValue && (name == "passfile" || name == "log" || name == "oplog" || name == "summary"):
+				if value == "" {
+					return nil, usageErrorf("mount option %s= needs a file name", name)
+				}
+				out = append(out, "--"+name, value)
+			case !hasValue && name == "passthrough":
+				out = append(out, "--passthrough")
+			case !hasValue && name == "ro":
+				ro = true
+			case !hasValue && name == "rw":
+				ro = false
+			case !hasValue && name == "noexec":
+				noexec = true
+			case !hasValue && name == "exec":
+				noexec = false
+			case !hasValue && (name == "allow_other" || name == "debug" || name == "nonempty"):
+				ours = append(ours, name)
+			case helperTolerated(name, hasValue):
+			default:
+				return nil, usageErrorf("unknown mount option %q (twincrypt knows passfile=FILE, allow_other, ro, rw, debug, nonempty, passthrough, log=FILE, oplog=FILE, noexec, summary=FILE; see 'twincrypt mount --help')", opt)
+			}
+		}
+	}
+	if ro {
+		ours = append(ours, "ro")
+	}
+	if noexec {
+		ours = append(ours, "noexec")
+	}
+	if len(ours) > 0 {
+		out = append(out, "-o", strings.Join(ours, ","))
+	}
+	return append(out, "--", lower, mnt), nil
+}
+
+// helperTolerated are the options that mount(8), fstab conventions or
+// mount.fuse3 put on the line and that mean nothing to the daemon. "dev"
+// and "suid" are added by mount.fuse3 to every mount: twincrypt mounts are
+// always nodev,nosuid (as fusermount3 makes every FUSE mount of a user),
+// so they are tolerated and not honoured, and "nodev", "nosuid" are what
+// happens anyway.
+func helperTolerated(name string, hasValue bool) bool {
+	if strings.HasPrefix(name, "x-") || strings.HasPrefix(name, "X-") || name == "comment" {
+		return true
+	}
+	if hasValue {
+		return name == "user" // mount(8) as a user with the "user" option
+	}
+	switch name {
+	case "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
+		"nofail", "_netdev", "dev", "nodev", "suid", "nosuid", "async":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestHelperMountArgs(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want []string // nil: a usage error
+	}{
+		// What mount.fuse3 passes for "mount -t fuse.twincrypt L M -o passfile=/etc/x,allow_other,ro".
+		{[]string{"L", "M", "-o", "passfile=/etc/x,allow_other,ro,dev,suid"},
+			[]string{"mount", "--background", "--quiet", "--passfile", "/etc/x", "-o", "allow_other,ro", "--", "L", "M"}},
+		// fstab conventions are tolerated; users implies noexec, which is kept.
+		{[]string{"L", "M", "-o", "rw,noauto,_netdev,nofail,x-systemd.automount,users,user=bob,noexec,nosuid,nodev,defaults,comment=x"},
+			[]string{"mount", "--background", "--quiet", "-o", "noexec", "--", "L", "M"}},
+		{[]string{"L", "M", "-o", "ro,rw,noexec,exec"}, []string{"mount", "--background", "--quiet", "--", "L", "M"}},
+		{[]string{"L", "M"}, []string{"mount", "--background", "--quiet", "--", "L", "M"}},
+		{[]string{"L", "M", "-opassthrough,oplog=/var/log/o,log=/var/log/l,summary=/s.json", "-o", "nonempty,debug"},
+			[]string{"mount", "--background", "--quiet", "--passthrough", "--oplog", "/var/log/o", "--log", "/var/log/l",
+				"--summary", "/s.json", "-o", "nonempty,debug", "--", "L", "M"}},
+		{[]string{"L", "M", "-o", "bogus"}, nil},
+		{[]string{"L", "M", "-o", "passfile="}, nil},
+		{[]string{"L", "M", "-o", "ro=1"}, nil},
+		{[]string{"L", "M", "-f"}, nil},
+		{[]string{"L", "M", "extra"}, nil},
+	}
+	for _, tt := range tests {
+		got, err := helperMountArgs(tt.in)
+		if tt.want == nil {
+			if err == nil || exitCode(err) != exitUsage {
+				t.Errorf("helperMountArgs(%q) = %q, %v; want a usage error", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("helperMountArgs(%q) = %q, %v;\nwant %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestHelperFormNeedsDirectory: a first argument that is neither a command
+// nor a directory is still an unknown command.
+func TestHelperFormNeedsDirectory(t *testing.T) {
+	dir := tempDir(t)
+	twincrypt(t, "", "mout", dir, dir).expectExit(t, exitUsage, "a mistyped command")
+	r := twincrypt(t, "", dir, dir, "-o", "bogus")
+	r.expectExit(t, exitUsage, "helper form, unknown option")
+	if !strings.Contains(r.stderr, `unknown mount option "bogus"`) {
+		t.Errorf("stderr %q does not name the option", r.stderr)
+	}
+}
+
+// TestMountHelperFstab mounts for real through mount(8) and fuse3's
+// mount.fuse3, as a user and systemd do: "mount -t fuse.twincrypt" and
+// "mount MNT" from an fstab (mount -T FILE) with noauto,
+// x-systemd.automount, _netdev, nofail and users among the options, then
+// umount(8); for aes-xts, aes-cbc, plaintext names and the passthrough
+// twin. mount(8) runs helpers without PATH, so mount.fuse3's /bin/sh finds
+// twincrypt in its default search path: each case runs in a private mount
+// namespace (unshare) where the freshly built binary is bind-mounted over
+// /usr/local/sbin, the first directory of that path; nothing outside the
+// namespace changes.
+func TestMountHelperFstab(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mount -t and a private mount namespace need root")
+	}
+	if _, err := os.Stat("/sbin/mount.fuse3"); err != nil {
+		t.Skip("skipping: /sbin/mount.fuse3 missing (Debian package fuse3)")
+	}
+	for _, tool := range []string{"unshare", "mount", "umount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: %s missing (Debian packages util-linux, mount)", tool)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		init []string // nil: the twin
+	}{
+		{"xts", []string{"--cipher", "aes-xts"}},
+		{"cbc", []string{"--cipher", "aes-cbc"}},
+		{"plainnames", []string{"--plaintext-names"}},
+		{"twin", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pf := writePassfile(t, "fstab pass "+c.name)
+			var lower, auth string
+			if c.init != nil {
+				lower = initVolume(t, pf, c.init...)
+				auth = "passfile=" + pf
+			} else {
+				lower = filepath.Join(tempDir(t), "plain")
+				if err := os.Mkdir(lower, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				auth = "passthrough"
+			}
+			mnt := newMountpoint(t)
+			t.Cleanup(func() { killHelperDaemons(t, mnt) })
+			fstab := filepath.Join(tempDir(t), "fstab")
+			line := lower + " " + mnt + " fuse.twincrypt " + auth + ",ro,noauto,x-systemd.automount,_netdev,nofail,users 0 0\n"
+			if err := os.WriteFile(fstab, []byte("# test fstab\n"+line), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			const content = "written through mount -t fuse.twincrypt"
+			script := `set -eu
+trap 'umount -l "$MNT" 2>/dev/null || true' EXIT
+mount --bind "$BINDIR" /usr/local/sbin
+mount -t fuse.twincrypt "$LOWER" "$MNT" -o "$AUTH,allow_other"
+echo "mountinfo1: $(grep " $MNT " /proc/self/mountinfo)"
+printf '%s' "$CONTENT" > "$MNT/file.txt"
+echo "read1: $(cat "$MNT/file.txt")"
+umount "$MNT"
+echo "after umount1: $(grep -c " $MNT " /proc/self/mountinfo || true)"
+mount -T "$FSTAB" "$MNT"
+echo "mountinfo2: $(grep " $MNT " /proc/self/mountinfo)"
+echo "read2: $(cat "$MNT/file.txt")"
+if (echo x > "$MNT/other") 2>/dev/null; then echo "write2: allowed"; else echo "write2: refused"; fi
+umount "$MNT"
+if mount -t fuse.twincrypt "$LOWER" "$MNT" -o "$AUTH,bogus" 2>"$ERRFILE"; then echo "bogus: mounted"; umount "$MNT"; fi
+echo "bogus stderr: $(cat "$ERRFILE")"
+echo done
+`
+			cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script)
+			cmd.Env = append(os.Environ(), "BINDIR="+filepath.Dir(binPath), "LOWER="+lower, "MNT="+mnt, "AUTH="+auth,
+				"FSTAB="+fstab, "CONTENT="+content, "ERRFILE="+filepath.Join(tempDir(t), "err"))
+			cmd.Dir = "/"
+			out, err := cmd.CombinedOutput()
+			t.Logf("namespace script output:\n%s", out)
+			if err != nil {
+				t.Fatalf("script: %v", err)
+			}
+			lines := map[string]string{}
+			for _, l := range strings.Split(string(out), "\n") {
+				if k, v, ok := strings.Cut(l, ": "); ok {
+					lines[k] = v
+				}
+			}
+			mi1 := strings.Fields(lines["mountinfo1"])
+			mi2 := strings.Fields(lines["mountinfo2"])
+			// mountinfo: ... mount-options - fstype source super-options
+			if len(mi1) < 10 || mi1[len(mi1)-3] != "fuse.twincrypt" || !strings.Contains(mi1[len(mi1)-1], "allow_other") {
+				t.Errorf("mount -t: mountinfo %q; want a fuse.twincrypt mount with allow_other", lines["mountinfo1"])
+			}
+			if lines["read1"] != content || lines["read2"] != content {
+				t.Errorf("read back %q and %q; want %q", lines["read1"], lines["read2"], content)
+			}
+			if lines["after umount1"] != "0" {
+				t.Errorf("still mounted after umount(8): %q", lines["after umount1"])
+			}
+			if len(mi2) < 10 || mi2[len(mi2)-3] != "fuse.twincrypt" || !strings.HasPrefix(mi2[len(mi2)-1], "ro,") ||
+				!strings.Contains(mi2[5], "noexec") || strings.Contains(mi2[len(mi2)-1], "allow_other") {
+				t.Errorf("fstab mount: mountinfo %q; want fuse.twincrypt, ro, noexec (from users), no allow_other", lines["mountinfo2"])
+			}
+			if lines["write2"] != "refused" {
+				t.Errorf("write on the ro fstab mount: %q", lines["write2"])
+			}
+			if lines["bogus"] == "mounted" || !strings.Contains(lines["bogus stderr"], `twincrypt: unknown mount option "bogus"`) {
+				t.Errorf("mount -o bogus: %q, stderr %q; want a refusal that names the option", lines["bogus"], lines["bogus stderr"])
+			}
+			if lines["done"] != "" || !strings.Contains(string(out), "\ndone\n") {
+				t.Errorf("script did not finish")
+			}
+			// The daemons exited with their mounts (umount(8) alone stops them).
+			deadline := time.Now().Add(10 * time.Second)
+			for len(helperDaemons(mnt)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if pids := helperDaemons(mnt); len(pids) > 0 {
+				t.Errorf("daemons %v still serve %s after umount", pids, mnt)
+			}
+			switch c.name {
+			case "xts", "cbc":
+				assertNoPlaintext(t, lower, "file.txt", []byte(content))
+			case "plainnames":
+				if got, err := os.ReadFile(filepath.Join(lower, "file.txt")); err != nil || bytes.Contains(got, []byte(content)) {
+					t.Errorf("plaintext-names LOWER file.txt: %v, plaintext content: %v", err, bytes.Contains(got, []byte(content)))
+				}
+			default:
+				if got, err := os.ReadFile(filepath.Join(lower, "file.txt")); err != nil || string(got) != content {
+					t.Errorf("twin LOWER file.txt = %q, %v", got, err)
+				}
+			}
+		})
+	}
+}
+
+// helperDaemons lists background mount processes of mnt, whatever path
+// they were started from (inside the test's namespace the binary is
+// /usr/local/sbin/twincrypt).
+func helperDaemons(mnt string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte("--"+childFlag)) && bytes.Contains(cmdline, []byte("\x00"+mnt+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killHelperDaemons kills (by pid) the daemons this test started for mnt
+// that are still running: their mounts live in a namespace the test can
+// no longer reach.
+func killHelperDaemons(t *testing.T, mnt string) {
+	for _, pid := range helperDaemons(mnt) {
+		t.Errorf("killing leftover daemon %d of %s", pid, mnt)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
