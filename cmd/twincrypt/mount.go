@@ -73,6 +73,13 @@ Mount options (-o, comma separated, may repeat):
   nonempty      allow mounting over a non-empty MNT
   noexec        forbid executing the mount's files
 
+mount(8) and /etc/fstab reach twincrypt through fuse3's mount.fuse3 as
+'twincrypt LOWER MNT -o OPTIONS' (type fuse.twincrypt), which is this
+command with --background --quiet; -o there also takes passfile=FILE,
+log=FILE, oplog=FILE, summary=FILE, passthrough and rw, and accepts fstab's
+own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
+README and docs/systemd/.
+
 Debug mode writes PLAINTEXT to the log: the names of files, symlink targets,
 extended attribute names and the first bytes of every WRITE and SETXATTR
 payload, as the kernel sends them. Use it with non-secret data only, and keep
