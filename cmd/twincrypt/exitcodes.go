@@ -8,6 +8,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
 	"github.com/twincrypt/twincrypt/cipher/luks"
+	"github.com/twincrypt/twincrypt/fs"
 )
 
 // Exit codes of the twincrypt binary. They are part of its interface:
@@ -53,6 +54,8 @@ var exitTable = []struct {
 	{luks.ErrWrongPassphrase, exitWrongPassphrase},
 	{luks.ErrCorruptHeader, exitConfigInvalid},
 	{errMountpoint, exitMountpoint},
+	// Refused before mounting: --mirror names the wrong directory.
+	{fs.ErrMirrorMismatch, exitUsage},
 	{errMountFailed, exitMountFailed},
 	{config.ErrExists, exitInitRefused},
 	{config.ErrNotEmpty, exitInitRefused},

@@ -224,3 +224,40 @@ func killHelperDaemons(t *testing.T, mnt string) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
+
+// TestMountMirrorRefusesFilledVolume: 'mount --mirror' with an empty
+// mirror directory over a volume that has files is a usage error that
+// says why, and mounts nothing; with a copy of the plaintext it mounts.
+func TestMountMirrorRefusesFilledVolume(t *testing.T) {
+	requireFUSE(t)
+	pf := writePassfile(t, "mirror pass")
+	lower := initVolume(t, pf)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	twincrypt(t, "", "mount", "-b", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount")
+	if err := os.WriteFile(filepath.Join(mnt, "old.txt"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+	waitDaemonGone(t, mnt)
+
+	empty := tempDir(t)
+	r := twincrypt(t, "", "mount", "-b", "--passfile", pf, "--mirror", empty, lower, mnt)
+	r.expectExit(t, exitUsage, "mount --mirror EMPTY over a volume with files")
+	if !strings.Contains(r.stderr, `the volume has "old.txt" that the mirror lacks`) || !strings.Contains(r.stderr, "cp -a MNT/.") {
+		t.Errorf("stderr %q does not say what is wrong and what to do", r.stderr)
+	}
+	if isMounted(t, mnt) {
+		t.Fatalf("%s mounted despite the refusal", mnt)
+	}
+	if err := os.WriteFile(filepath.Join(empty, "old.txt"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twincrypt(t, "", "mount", "-b", "--quiet", "--passfile", pf, "--mirror", empty, lower, mnt).expectExit(t, 0, "mount --mirror COPY")
+	if err := os.WriteFile(filepath.Join(mnt, "old.txt"), []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(empty, "old.txt")); err != nil || string(got) != "new\n" {
+		t.Errorf("mirror old.txt = %q, %v; want the write mirrored", got, err)
+	}
+}
