@@ -138,6 +138,37 @@ func Create(dir string, passphrase []byte, opts Options) (*Config, []byte, error
 	if err := checkEmpty(dir); err != nil {
 		return nil, nil, err
 	}
+	master := make([]byte, keys.MasterKeySize)
+	if _, err := rand.Read(master); err != nil {
+		return nil, nil, fmt.Errorf("config: reading random master key: %w", err)
+	}
+	c, err := createWithKey(dir, passphrase, master, opts)
+	if err != nil {
+		keys.Wipe(master)
+		return nil, nil, err
+	}
+	return c, master, nil
+}
+
+// Recreate writes a new config for an existing volume whose config is
+// lost, wrapping the given master key (the one init printed) under
+// passphrase. Unlike Create it accepts a directory that holds files; it
+// still refuses to replace a config (ErrExists). It cannot tell whether
+// master is the volume's key: the caller checks that against the data
+// first (fsck.VerifyKey).
+func Recreate(dir string, passphrase, master []byte, opts Options) (*Config, error) {
+	if len(passphrase) == 0 {
+		return nil, ErrEmptyPassphrase
+	}
+	if len(master) != keys.MasterKeySize {
+		return nil, fmt.Errorf("config: master key must be %d bytes, got %d", keys.MasterKeySize, len(master))
+	}
+	return createWithKey(dir, passphrase, master, opts)
+}
+
+// createWithKey wraps master under passphrase with the settings of opts and
+// writes the config, refusing to replace one.
+func createWithKey(dir string, passphrase, master []byte, opts Options) (*Config, error) {
 	c := &Config{
 		Creator:        opts.Creator,
 		Version:        Version,
@@ -155,32 +186,24 @@ func Create(dir string, passphrase []byte, opts Options) (*Config, []byte, error
 		c.KeyBytes = info.def
 	}
 	if err := c.checkCipher(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	p, err := completeKDF(opts.KDF)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	c.KDF = p
-
-	master := make([]byte, keys.MasterKeySize)
-	if _, err := rand.Read(master); err != nil {
-		return nil, nil, fmt.Errorf("config: reading random master key: %w", err)
-	}
 	if err := c.wrap(passphrase, master); err != nil {
-		keys.Wipe(master)
-		return nil, nil, err
+		return nil, err
 	}
 	data, err := c.marshal()
 	if err != nil {
-		keys.Wipe(master)
-		return nil, nil, err
+		return nil, err
 	}
 	if err := writeAtomic(dir, FileName, data, true); err != nil {
-		keys.Wipe(master)
-		return nil, nil, err
+		return nil, err
 	}
-	return c, master, nil
+	return c, nil
 }
 
 // checkEmpty returns ErrExists if dir has a config (checked first, so that

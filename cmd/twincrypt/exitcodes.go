@@ -20,7 +20,7 @@ const (
 	exitUsage           = 2  // bad command line: unknown flag or command, bad argument, bad -o option
 	exitConfigMissing   = 10 // LOWER holds no twincrypt.conf
 	exitConfigInvalid   = 11 // config corrupt, of an unsupported version, or naming an unknown cipher or KDF
-	exitWrongPassphrase = 12 // the passphrase does not unlock the master key
+	exitWrongPassphrase = 12 // the passphrase does not unlock the master key, or the data refutes a given master key
 	exitMountpoint      = 13 // MNT missing, not a directory, not empty, overlapping LOWER, or not a mount (umount)
 	exitMountFailed     = 14 // the FUSE mount itself failed (no /dev/fuse, no permission, fusermount error)
 	exitInitRefused     = 15 // init: LOWER already holds a config or is not empty
@@ -51,6 +51,7 @@ var exitTable = []struct {
 	{config.ErrKeyBytes, exitConfigInvalid},
 	{kdf.ErrParams, exitConfigInvalid},
 	{config.ErrWrongPassphrase, exitWrongPassphrase},
+	{errWrongMasterKey, exitWrongPassphrase},
 	{luks.ErrWrongPassphrase, exitWrongPassphrase},
 	{luks.ErrCorruptHeader, exitConfigInvalid},
 	{errMountpoint, exitMountpoint},
@@ -73,7 +74,7 @@ var exitCodeDoc = []struct {
 	{exitUsage, "usage error (bad flag, argument or -o option)"},
 	{exitConfigMissing, "no twincrypt.conf in LOWER"},
 	{exitConfigInvalid, "corrupt config, unsupported config version, unknown cipher or KDF"},
-	{exitWrongPassphrase, "wrong passphrase"},
+	{exitWrongPassphrase, "wrong passphrase (or master key)"},
 	{exitMountpoint, "mountpoint problem (missing, not a directory, not empty, overlaps LOWER;\n       for umount: not a mount point)"},
 	{exitMountFailed, "FUSE mount failed"},
 	{exitInitRefused, "init refused: LOWER already initialised or not empty"},

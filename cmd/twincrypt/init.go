@@ -28,6 +28,9 @@ type initFlags struct {
 	plaintextNames bool
 	passfile       string
 	quiet          bool
+	// mk and force are for recovery: a new config for an existing volume.
+	mk    masterKeyFlags
+	force bool
 }
 
 func newInitCmd() *cobra.Command {
@@ -35,7 +38,8 @@ func newInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init [flags] LOWER",
 		Short: "Create an encrypted volume in an empty directory",
-		Long: `Create an encrypted volume in LOWER, which must exist and be empty.
+		Long: `Create an encrypted volume in LOWER, which must be empty; a LOWER that
+does not exist is created (mode 0700).
 
 init generates a random master key, wraps it with a key derived from your
 passphrase and writes it to LOWER/` + config.FileName + ` (mode 0600). The
@@ -54,7 +58,18 @@ Ciphers (eCryptfs calls these ecryptfs_cipher / ecryptfs_key_bytes):
 
 Key derivation (--kdf): argon2id (default), scrypt or pbkdf2. The cost flags
 override the defaults of the chosen function only; giving a cost flag of
-another function is an error.`,
+another function is an error.
+
+Recovery: with --masterkey-file FILE or --masterkey (the key typed or pasted
+on the terminal without echo, else read from stdin), init writes a new
+config for the existing volume in LOWER whose config is lost, wrapping that
+master key under a new passphrase. Give --cipher, --key-bytes and
+--plaintext-names as the volume was made. The key is checked against the
+data first (the zero trailer of file content, sealed symlink targets and
+xattr values, names); a key the data refutes is refused and nothing is
+written. When LOWER holds nothing that can confirm a key (no file content,
+links, xattrs, too few names), init says so and needs --force. The master
+key is never taken from the command line, where other users can read it.`,
 		Example: `  # Interactive: asks for the passphrase twice
   twincrypt init ~/vault.enc
 
@@ -62,7 +77,10 @@ another function is an error.`,
   twincrypt init --cipher aes-cbc --key-bytes 16 --passfile ~/.vault-pass ~/vault.enc
 
   # Cheaper KDF for a throwaway test volume
-  echo test | twincrypt init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet /tmp/t.enc`,
+  echo test | twincrypt init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet /tmp/t.enc
+
+  # The config is lost: a new one from the master key saved at init
+  twincrypt init --masterkey-file ~/vault.masterkey ~/vault.enc`,
 		Args: exactArgs(1, "LOWER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInit(cmd, f, args[0])
@@ -81,6 +99,8 @@ another function is an error.`,
 	fl.BoolVar(&f.plaintextNames, "plaintext-names", false, "do not encrypt file names")
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success (not even the master key)")
+	f.mk.register(fl)
+	fl.BoolVar(&f.force, "force", false, "recovery: write the config even if nothing in LOWER can confirm the master key")
 	return cmd
 }
 
@@ -93,13 +113,24 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 	if err != nil {
 		return err
 	}
-	lower, err := realDir(lowerArg, "LOWER")
+	if err := f.mk.check(""); err != nil {
+		return err
+	}
+	if f.mk.given() {
+		return runInitRecover(cmd, f, keyBytes, params, lowerArg)
+	}
+	if f.force {
+		return usageErrorf("--force is for recovery with --masterkey or --masterkey-file")
+	}
+	lower, missing, err := initLowerPath(lowerArg)
 	if err != nil {
 		return err
 	}
 	// Refuse before asking for the passphrase twice; Create checks again.
-	if err := checkInitTarget(lower); err != nil {
-		return err
+	if !missing {
+		if err := checkInitTarget(lower); err != nil {
+			return err
+		}
 	}
 
 	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
@@ -108,6 +139,14 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 		return err
 	}
 	defer wipe(pass)
+	if missing {
+		if err := createLower(lower); err != nil {
+			return err
+		}
+		if !f.quiet {
+			fmt.Fprintf(cmd.OutOrStdout(), "Created directory %s (mode 0700)\n", lower)
+		}
+	}
 
 	cfg, masterKey, err := config.Create(lower, pass, config.Options{
 		Cipher:         f.cipher,

@@ -33,6 +33,7 @@ type mountFlags struct {
 	quiet             bool
 	logFile           string
 	instr             instrFlags
+	mk                masterKeyFlags // recovery: the master key instead of the passphrase
 	// child marks the re-executed background process (hidden flag).
 	child bool
 }
@@ -114,6 +115,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.StringVar(&f.logFile, "log", "", "append log output to `FILE` (in --background mode the only place it goes)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
 	f.instr.register(fl)
+	f.mk.register(fl)
 	fl.BoolVar(&f.child, childFlag, false, "internal: this is the background mount process")
 	_ = fl.MarkHidden(childFlag)
 	return cmd
@@ -194,9 +196,12 @@ func (p *mountPlan) unlock(pass []byte) (*keys.Locked, error) {
 }
 
 func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
+	if err := checkMountMasterKey(f); err != nil {
+		return err
+	}
 	plan, err := planMount(f, lowerArg, mntArg)
 	if err != nil {
-		return err
+		return masterKeyHint(f, err)
 	}
 	stderr := cmd.ErrOrStderr()
 	if f.passthrough && !f.quiet {
@@ -207,7 +212,19 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 	}
 
 	var masterKey []byte
-	if plan.cfg != nil {
+	if plan.cfg != nil && f.mk.given() {
+		lk, err := plan.masterKey(f.mk, os.Stdin, stderr)
+		if err != nil {
+			return err
+		}
+		defer lk.Destroy()
+		if f.background {
+			text := masterKeyText(lk.Bytes())
+			defer wipe(text)
+			return startBackground(cmd, f, plan, text)
+		}
+		masterKey = lk.Bytes()
+	} else if plan.cfg != nil {
 		src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
 		pass, err := src.read(false)
 		if err != nil {

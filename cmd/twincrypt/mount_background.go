@@ -47,6 +47,9 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.quiet {
 		args = append(args, "--quiet")
 	}
+	if f.mk.given() {
+		args = append(args, "--masterkey") // read from the pipe on stdin
+	}
 	args = append(args, plan.instr.args()...)
 	return append(args, "--", plan.lower, plan.mnt)
 }
@@ -181,7 +184,14 @@ func mountChild(f mountFlags, lowerArg, mntArg string, ready func()) error {
 		return err
 	}
 	var masterKey []byte
-	if plan.cfg != nil {
+	if plan.cfg != nil && f.mk.given() {
+		lk, err := plan.masterKey(f.mk, os.Stdin, io.Discard)
+		if err != nil {
+			return err
+		}
+		defer lk.Destroy()
+		masterKey = lk.Bytes()
+	} else if plan.cfg != nil {
 		pass, err := readPassAll(os.Stdin)
 		if err != nil {
 			return fmt.Errorf("background: read passphrase from parent: %w", err)

@@ -17,6 +17,9 @@ type passwdFlags struct {
 	passfile    string
 	newPassfile string
 	quiet       bool
+	// mk replaces the current passphrase with the master key (forgotten
+	// passphrase).
+	mk masterKeyFlags
 	// kdf holds the KDF flags, named and checked as init's are.
 	kdf initFlags
 }
@@ -42,12 +45,22 @@ kept as ` + config.BackupName + ` until the new one is safely in place. Anyone
 who kept a copy of the old config and knows the old passphrase can still
 unlock the volume.
 
+Forgotten passphrase: --masterkey-file FILE or --masterkey (typed or pasted
+on the terminal without echo, else read from stdin) takes the master key
+that init printed instead of the current passphrase. The key is checked
+against the data (file content, sealed symlink targets and xattr values,
+names) before anything is written; a key the data refutes exits with code
+12 and changes nothing.
+
 By default the key derivation function and its costs stay as they are.
 --kdf chooses another function with its default costs; the cost flags
 (as for init) change the costs of the chosen or the current function.`,
 		Example: `  twincrypt passwd ~/vault.enc
   twincrypt passwd --passfile old.txt --new-passfile new.txt ~/vault.enc
-  twincrypt passwd --kdf argon2id --kdf-memory 262144 ~/vault.enc`,
+  twincrypt passwd --kdf argon2id --kdf-memory 262144 ~/vault.enc
+
+  # Passphrase forgotten: the master key saved at init sets a new one
+  twincrypt passwd --masterkey-file ~/vault.masterkey ~/vault.enc`,
 		Args: exactArgs(1, "LOWER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPasswd(cmd, f, args[0])
@@ -64,16 +77,23 @@ By default the key derivation function and its costs stay as they are.
 	fl.IntVar(&f.kdf.scryptLogN, "scrypt-logn", 0, "scrypt cost: N = 2^logn")
 	fl.IntVar(&f.kdf.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
+	f.mk.register(fl)
 	return cmd
 }
 
 func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
+	if err := f.mk.check(f.passfile); err != nil {
+		return err
+	}
 	lower, err := realDir(lowerArg, "LOWER")
 	if err != nil {
 		return err
 	}
 	cfg, err := config.Load(lower)
 	if err != nil {
+		if f.mk.given() && errors.Is(err, config.ErrMissing) {
+			return fmt.Errorf("load config of %s: %w; with the master key, 'twincrypt init --masterkey-file FILE' writes a new one", lower, err)
+		}
 		return fmt.Errorf("load config of %s: %w", lower, err)
 	}
 	// Bad flags are refused before anything is asked.
@@ -84,23 +104,41 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 
 	stderr := cmd.ErrOrStderr()
 	onTerminal := term.IsTerminal(int(os.Stdin.Fd()))
-	if f.passfile == "" && onTerminal {
-		fmt.Fprintf(stderr, "Current passphrase of %s\n", lower)
+	var master []byte
+	if f.mk.given() {
+		// The config cannot vouch for a key it does not wrap: the data
+		// does, before the key is wrapped under the new passphrase.
+		master, err = f.mk.read(os.Stdin, stderr)
+		if err != nil {
+			return err
+		}
+		defer wipe(master)
+		checked, err := verifyMasterKey(lower, cfg, master, false)
+		if err != nil {
+			return fmt.Errorf("passwd %s: %w; nothing was changed", lower, err)
+		}
+		if !f.quiet {
+			fmt.Fprintf(stderr, "%s: %s\n", lower, checked)
+		}
+	} else {
+		if f.passfile == "" && onTerminal {
+			fmt.Fprintf(stderr, "Current passphrase of %s\n", lower)
+		}
+		src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
+		oldPass, err := src.read(false)
+		if err != nil {
+			return err
+		}
+		// Unlock before asking for the new passphrase: a typo in the old one
+		// should not cost typing the new one twice. This is the check
+		// ChangePassphrase does; Rewrap below is its second half.
+		master, err = cfg.Unlock(oldPass)
+		wipe(oldPass)
+		if err != nil {
+			return fmt.Errorf("unlock %s: %w", lower, err)
+		}
+		defer wipe(master)
 	}
-	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
-	oldPass, err := src.read(false)
-	if err != nil {
-		return err
-	}
-	// Unlock before asking for the new passphrase: a typo in the old one
-	// should not cost typing the new one twice. This is the check
-	// ChangePassphrase does; Rewrap below is its second half.
-	master, err := cfg.Unlock(oldPass)
-	wipe(oldPass)
-	if err != nil {
-		return fmt.Errorf("unlock %s: %w", lower, err)
-	}
-	defer wipe(master)
 
 	var newPass []byte
 	switch {

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/kdf"
+)
+
+// runInitRecover is init --masterkey(-file): a new config for the volume
+// in LOWER, whose config is lost, around the master key the user kept.
+// Nothing is written unless the data confirms the key (or, where nothing
+// can, --force says to go ahead).
+func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Params, lowerArg string) error {
+	lower, err := realDir(lowerArg, "LOWER")
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(filepath.Join(lower, config.FileName)); err == nil {
+		return fmt.Errorf("init %s: %w; to set a new passphrase with the master key use 'twincrypt passwd --masterkey-file FILE'; move a damaged config away first",
+			lower, config.ErrExists)
+	}
+	settings := &config.Config{Cipher: f.cipher, KeyBytes: keyBytes, PlaintextNames: f.plaintextNames}
+	stderr := cmd.ErrOrStderr()
+	key, err := f.mk.read(os.Stdin, stderr)
+	if err != nil {
+		return err
+	}
+	defer wipe(key)
+	checked, err := verifyMasterKey(lower, settings, key, f.force)
+	if err != nil {
+		if errors.Is(err, errWrongMasterKey) || errors.Is(err, errUsage) {
+			return fmt.Errorf("init %s: %w; nothing was written", lower, err)
+		}
+		return fmt.Errorf("init %s: %w; check that LOWER is the volume, or add --force to write the config anyway", lower, err)
+	}
+
+	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
+	if f.passfile == "" {
+		fmt.Fprintf(stderr, "New passphrase for %s\n", lower)
+	}
+	pass, err := src.read(true)
+	if err != nil {
+		return err
+	}
+	defer wipe(pass)
+	cfg, err := config.Recreate(lower, pass, key, config.Options{
+		Cipher:         f.cipher,
+		KeyBytes:       keyBytes,
+		PlaintextNames: f.plaintextNames,
+		KDF:            params,
+		Creator:        "twincrypt " + buildVersion() + " (recovered)",
+	})
+	if err != nil {
+		if errors.Is(err, kdf.ErrParams) {
+			return &classifiedError{class: errUsage, err: fmt.Errorf("init %s: %w", lower, err)}
+		}
+		return fmt.Errorf("init %s: %w", lower, err)
+	}
+	if !f.quiet {
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "%s: %s\n", lower, checked)
+		fmt.Fprintf(out, "Wrote a new %s for the %s\n", config.FileName, initSummary(lower, cfg))
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/keys"
+	"github.com/twincrypt/twincrypt/fs/fsck"
+)
+
+// checkMountMasterKey refuses master-key flags that mean nothing here, before
+// anything is validated or asked.
+func checkMountMasterKey(f mountFlags) error {
+	if err := f.mk.check(f.passfile); err != nil {
+		return err
+	}
+	if f.mk.given() && f.passthrough {
+		return usageErrorf("--passthrough mounts a plain directory: no master key")
+	}
+	return nil
+}
+
+// masterKeyHint adds the way forward to a planMount error when the config
+// that a master-key mount would have read its settings from is missing.
+func masterKeyHint(f mountFlags, err error) error {
+	if f.mk.given() && errors.Is(err, config.ErrMissing) {
+		return fmt.Errorf("%w; with the master key, 'twincrypt init --masterkey-file FILE LOWER' writes a new config (the settings come from it)", err)
+	}
+	return err
+}
+
+// masterKey reads the master key given by --masterkey(-file) instead of a
+// passphrase and checks it against the data: a key the data refutes is
+// refused before anything is mounted, so that nothing is written under it.
+// A key that nothing in LOWER can confirm (a volume without content,
+// links, xattrs or enough names) is used with a warning: there is nothing
+// it could garble. The key comes back in locked memory, as unlock's.
+func (p *mountPlan) masterKey(mk masterKeyFlags, stdin *os.File, stderr io.Writer) (*keys.Locked, error) {
+	key, err := mk.read(stdin, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer wipe(key)
+	if _, err := verifyMasterKey(p.lower, p.cfg, key, false); err != nil {
+		if !errors.Is(err, fsck.ErrUnverifiable) {
+			return nil, fmt.Errorf("mount %s: %w; nothing was mounted", p.lower, err)
+		}
+		fmt.Fprintf(stderr, "twincrypt: warning: %s: %v\n", p.lower, err)
+	}
+	return keys.LockedCopy(key), nil
+}
+
+// masterKeyText is the key as the background child reads it on stdin
+// (--masterkey from a pipe).
+func masterKeyText(key []byte) []byte {
+	out := make([]byte, 0, masterKeyHexDigits+1)
+	const digits = "0123456789abcdef"
+	for _, b := range key {
+		out = append(out, digits[b>>4], digits[b&15])
+	}
+	return append(out, '\n')
+}
