@@ -81,7 +81,7 @@ key is never taken from the command line, where other users can read it.`,
 
   # The config is lost: a new one from the master key saved at init
   twincrypt init --masterkey-file ~/vault.masterkey ~/vault.enc`,
-		Args: exactArgs(1, "LOWER"),
+		Args: refuseKeyInArgs(exactArgs(1, "LOWER")),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInit(cmd, f, args[0])
 		},

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
@@ -174,4 +175,30 @@ func verifyMasterKey(lower string, cfg *config.Config, key []byte, force bool) (
 		return "", &classifiedError{class: errUsage, err: err}
 	}
 	return "", err
+}
+
+// refuseKeyInArgs wraps a command's argument check: an argument that looks
+// like a master key (a user who typed "--masterkey HEX") is refused with a
+// message that says why and what to do instead, before anything runs.
+// The key is already in the process list by then; saying so is the most
+// that can be done.
+func refuseKeyInArgs(next cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		for _, a := range args {
+			if looksLikeMasterKey(a) {
+				return usageErrorf("an argument looks like a master key: a key on the command line is visible to every user (ps, /proc/PID/cmdline); put it in a file for --masterkey-file FILE, or give --masterkey and paste it when asked")
+			}
+		}
+		return next(c, args)
+	}
+}
+
+// looksLikeMasterKey reports whether s is half a master key or more in hex.
+func looksLikeMasterKey(s string) bool {
+	d := keyDigits(s)
+	if len(d) < masterKeyHexDigits/2 {
+		return false
+	}
+	_, err := hex.DecodeString(string(d[:len(d)&^1]))
+	return err == nil
 }

@@ -95,7 +95,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 
   # The passthrough twin over a plain directory, for timing comparison
   twincrypt mount --background --passthrough /srv/plain /mnt/twin`,
-		Args: exactArgs(2, "LOWER and MNT"),
+		Args: refuseKeyInArgs(exactArgs(2, "LOWER and MNT")),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.child {
 				return runMountChild(cmd, f, args[0], args[1])

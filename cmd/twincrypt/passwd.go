@@ -61,7 +61,7 @@ By default the key derivation function and its costs stay as they are.
 
   # Passphrase forgotten: the master key saved at init sets a new one
   twincrypt passwd --masterkey-file ~/vault.masterkey ~/vault.enc`,
-		Args: exactArgs(1, "LOWER"),
+		Args: refuseKeyInArgs(exactArgs(1, "LOWER")),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPasswd(cmd, f, args[0])
 		},

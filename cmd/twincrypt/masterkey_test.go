@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+)
+
+func TestParseMasterKey(t *testing.T) {
+	key := make([]byte, 64)
+	for i := range key {
+		key[i] = byte(i * 7)
+	}
+	printed := strings.Join(formatMasterKey(key), "\n")
+	h := hex.EncodeToString(key)
+	good := map[string]string{
+		"as printed":      printed,
+		"indented":        "    " + strings.ReplaceAll(printed, "\n", "\n    ") + "\n",
+		"plain hex":       h,
+		"upper case":      strings.ToUpper(h),
+		"comment and CRs": "# vault master key\r\n" + strings.ReplaceAll(printed, "\n", "\r\n") + " # kept in a safe\n",
+	}
+	for name, text := range good {
+		path := filepath.Join(t.TempDir(), "mk")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readMasterKeyFile(path)
+		if err != nil || !bytes.Equal(got, key) {
+			t.Errorf("%s: %x, %v", name, got, err)
+		}
+	}
+	bad := map[string]string{
+		"short":       h[:126],
+		"long":        h + "00",
+		"not hex":     h[:127] + "g",
+		"empty":       "",
+		"first line":  strings.Split(printed, "\n")[0],
+		"odd and sep": h[:63] + "-" + h[63:127],
+	}
+	for name, text := range bad {
+		path := filepath.Join(t.TempDir(), "mk")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readMasterKeyFile(path); err == nil || exitCode(err) != exitUsage {
+			t.Errorf("%s: %x, %v; want a usage error", name, got, err)
+		}
+	}
+	// From a pipe, line by line: the key as printed spans two lines, and
+	// nothing after it is consumed (passwd reads the new passphrase next).
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	go func() { w.WriteString(printed + "\nnew passphrase\n"); w.Close() }()
+	got, err := masterKeyFlags{prompt: true}.read(r, nil)
+	if err != nil || !bytes.Equal(got, key) {
+		t.Fatalf("from a pipe: %x, %v", got, err)
+	}
+	rest, err := readPassLine(r)
+	if err != nil || string(rest) != "new passphrase" {
+		t.Errorf("after the key, the pipe holds %q, %v", rest, err)
+	}
+}
+
+// printedMasterKey parses the master key out of init's output, as a user
+// would copy it.
+func printedMasterKey(t *testing.T, stdout string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)Your master key is:\n\n(.*?)\n\n`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no master key in init's output:\n%s", stdout)
+	}
+	return m[1] + "\n"
+}
+
+// plainTree reads everything under root: regular files' content, symlink
+// targets, directories, and user.* xattrs, keyed by relative path.
+func plainTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if rel == "." {
+			return nil
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			tree[rel] = "link:" + target
+		case d.IsDir():
+			tree[rel] = "dir"
+		default:
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			tree[rel] = "file:" + string(data)
+			buf := make([]byte, 256)
+			if n, err := unix.Getxattr(path, "user.note", buf); err == nil {
+				tree[rel+"@user.note"] = string(buf[:n])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+func sameTree(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: %q missing", what, k)
+		} else if g != v {
+			t.Errorf("%s: %q differs (%d bytes, want %d)", what, k, len(g), len(v))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected %q", what, k)
+		}
+	}
+}
+
+// lowerListing is every path in LOWER with its size, to show that a
+// refused recovery wrote nothing.
+func lowerListing(t *testing.T, lower string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(lower, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b.WriteString(path + " " + fi.Mode().String())
+		if fi.Mode().IsRegular() {
+			data, _ := os.ReadFile(path)
+			b.WriteString(" " + hex.EncodeToString(data))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestMasterKeyRecovery deletes the config of a populated volume and gets
+// every file back with the master key init printed: a wrong key is refused
+// with exit 12 and writes nothing, init --masterkey-file writes a new
+// config, mount --masterkey mounts with the key alone, passwd --masterkey
+// sets a new passphrase. The oracle is the tree as read through the mount
+// before the config was lost. (The twin has no key: nothing to recover.)
+func TestMasterKeyRecovery(t *testing.T) {
+	requireFUSE(t)
+	variants := []struct {
+		name  string
+		flags []string
+	}{
+		{"aes-xts", nil},
+		{"aes-cbc", []string{"--cipher", "aes-cbc", "--key-bytes", "16"}},
+		{"plaintext-names", []string{"--plaintext-names"}},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			pf := writePassfile(t, "original passphrase")
+			lower := filepath.Join(tempDir(t), "lower")
+			if err := os.Mkdir(lower, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			args := append(append([]string{"init", "--passfile", pf}, cheapKDF...), v.flags...)
+			r := twincrypt(t, "", append(args, lower)...)
+			r.expectExit(t, 0, "init")
+			keyText := printedMasterKey(t, r.stdout)
+			dir := tempDir(t)
+			keyFile := filepath.Join(dir, "masterkey")
+			if err := os.WriteFile(keyFile, []byte(keyText), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// The same key with its last digit changed.
+			last := keyText[len(keyText)-2]
+			wrong := keyText[:len(keyText)-2] + map[bool]string{true: "1", false: "0"}[last == '0'] + "\n"
+			wrongFile := filepath.Join(dir, "wrongkey")
+			if err := os.WriteFile(wrongFile, []byte(wrong), 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			mnt := newMountpoint(t)
+			unmountOnCleanup(t, mnt)
+			twincrypt(t, "", "mount", "-b", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount")
+			populate(t, mnt)
+			want := plainTree(t, mnt)
+			if len(want) != 11 {
+				t.Fatalf("the populated tree has %d entries, want 11", len(want))
+			}
+			twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+			waitDaemonGone(t, mnt)
+
+			if err := os.Remove(filepath.Join(lower, config.FileName)); err != nil {
+				t.Fatal(err)
+			}
+			before := lowerListing(t, lower)
+
+			// A wrong key: exit 12, nothing written, nothing mounted.
+			pf2 := writePassfile(t, "recovered passphrase")
+			r = twincrypt(t, "", append(append([]string{"init", "--masterkey-file", wrongFile, "--passfile", pf2}, v.flags...), lower)...)
+			r.expectExit(t, exitWrongPassphrase, "init with a wrong master key")
+			if !strings.Contains(r.stderr, "does not decrypt this volume") {
+				t.Errorf("init with a wrong key: %q", r.stderr)
+			}
+			r = twincrypt(t, wrong, "mount", "-b", "--masterkey", lower, mnt)
+			r.expectExit(t, exitConfigMissing, "mount --masterkey without a config")
+			if !strings.Contains(r.stderr, "init --masterkey-file") {
+				t.Errorf("mount without a config does not say how to recover: %q", r.stderr)
+			}
+			if got := lowerListing(t, lower); got != before {
+				t.Fatalf("a refused recovery changed LOWER:\nbefore:\n%s\nafter:\n%s", before, got)
+			}
+
+			// The right key: a new config, the tree as it was.
+			args = append(append([]string{"init", "--masterkey-file", keyFile, "--passfile", pf2}, cheapKDF...), v.flags...)
+			r = twincrypt(t, "", append(args, lower)...)
+			r.expectExit(t, 0, "init --masterkey-file")
+			if !strings.Contains(r.stdout, "master key confirmed by") || strings.Contains(r.stdout, "Your master key") {
+				t.Errorf("init --masterkey-file said:\n%s", r.stdout)
+			}
+			twincrypt(t, "", "mount", "-b", "--quiet", "--passfile", pf2, lower, mnt).expectExit(t, 0, "mount with the new passphrase")
+			sameTree(t, "after init --masterkey-file", plainTree(t, mnt), want)
+			twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+			waitDaemonGone(t, mnt)
+
+			// mount --masterkey: the key on stdin, no passphrase; a
+			// wrong one is refused before anything is mounted.
+			r = twincrypt(t, wrong, "mount", "-b", "--masterkey", lower, mnt)
+			r.expectExit(t, exitWrongPassphrase, "mount with a wrong master key")
+			if isMounted(t, mnt) {
+				t.Fatal("mounted with a wrong master key")
+			}
+			twincrypt(t, keyText, "mount", "-b", "--quiet", "--masterkey", lower, mnt).expectExit(t, 0, "mount --masterkey")
+			sameTree(t, "mount --masterkey", plainTree(t, mnt), want)
+			twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+			waitDaemonGone(t, mnt)
+
+			// passwd --masterkey: the passphrase is forgotten. A wrong
+			// key changes nothing; the right one sets a new passphrase
+			// and the old one stops working.
+			conf := filepath.Join(lower, config.FileName)
+			confBefore, err := os.ReadFile(conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pf3 := writePassfile(t, "third passphrase")
+			twincrypt(t, "", "passwd", "--masterkey-file", wrongFile, "--new-passfile", pf3, lower).
+				expectExit(t, exitWrongPassphrase, "passwd with a wrong master key")
+			if confAfter, _ := os.ReadFile(conf); !bytes.Equal(confAfter, confBefore) {
+				t.Fatal("passwd with a wrong master key changed the config")
+			}
+			twincrypt(t, keyText+"third passphrase\n", "passwd", "--quiet", "--masterkey", lower).expectExit(t, 0, "passwd --masterkey")
+			twincrypt(t, "", "mount", "-b", "--passfile", pf2, lower, mnt).expectExit(t, exitWrongPassphrase, "mount with the replaced passphrase")
+			twincrypt(t, "", "mount", "-b", "--quiet", "--passfile", pf3, lower, mnt).expectExit(t, 0, "mount after passwd --masterkey")
+			sameTree(t, "after passwd --masterkey", plainTree(t, mnt), want)
+		})
+	}
+}
+
+// populate writes a tree with every kind of thing the key protects: files
+// whose sizes end inside an extent and on its boundary, an empty file, a
+// long name, a nested directory, a symlink and an xattr.
+func populate(t *testing.T, mnt string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(mnt, "docs", "deep"), 0o755))
+	for i, size := range []int{0, 1, 4096, 5000, 70000} {
+		data := bytes.Repeat([]byte{byte('a' + i)}, size)
+		must(os.WriteFile(filepath.Join(mnt, "docs", strings.Repeat("f", i+1)+".bin"), data, 0o644))
+	}
+	must(os.WriteFile(filepath.Join(mnt, "docs", "deep", strings.Repeat("long name ", 20)), []byte("deep\n"), 0o600))
+	must(os.WriteFile(filepath.Join(mnt, "top.txt"), []byte("top secret\n"), 0o600))
+	must(os.Symlink("docs/deep", filepath.Join(mnt, "shortcut")))
+	must(unix.Setxattr(filepath.Join(mnt, "top.txt"), "user.note", []byte("xattr value"), 0))
+}
+
+// TestMasterKeyUnverifiable: an empty volume offers nothing to check a key
+// against; init --masterkey says so and writes nothing unless --force.
+func TestMasterKeyUnverifiable(t *testing.T) {
+	pf := writePassfile(t, "pw")
+	lower := initVolume(t, pf)
+	if err := os.Remove(filepath.Join(lower, config.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	key := strings.Repeat("ab", 64) + "\n"
+	r := twincrypt(t, key, append(append([]string{"init", "--masterkey", "--passfile", pf}, cheapKDF...), lower)...)
+	r.expectExit(t, exitError, "init --masterkey on an empty volume")
+	if !strings.Contains(r.stderr, "nothing in LOWER can confirm") || !strings.Contains(r.stderr, "--force") {
+		t.Errorf("init --masterkey on an empty volume: %q", r.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(lower, config.FileName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a config was written: %v", err)
+	}
+	r = twincrypt(t, key, append(append([]string{"init", "--masterkey", "--force", "--passfile", pf}, cheapKDF...), lower)...)
+	r.expectExit(t, 0, "init --masterkey --force")
+	if !strings.Contains(r.stdout, "NOT confirmed") {
+		t.Errorf("init --force does not say the key is unconfirmed: %q", r.stdout)
+	}
+	// The key is never read from the command line.
+	r = twincrypt(t, "", "mount", "--masterkey", strings.TrimSpace(key), lower, "/nonexistent")
+	r.expectExit(t, exitUsage, "a key in argv")
+	if !strings.Contains(r.stderr, "visible to every user") {
+		t.Errorf("a key in argv: %q", r.stderr)
+	}
+}
+
+// TestInitCreatesLower: init makes a missing LOWER with mode 0700 and
+// says so; a missing parent is an error.
+func TestInitCreatesLower(t *testing.T) {
+	pf := writePassfile(t, "pw")
+	lower := filepath.Join(tempDir(t), "new-vault")
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	r := twincrypt(t, "", append(append([]string{"init", "--passfile", pf}, cheapKDF...), lower)...)
+	r.expectExit(t, 0, "init on a missing LOWER")
+	if !strings.Contains(r.stdout, "Created directory "+lower+" (mode 0700)") {
+		t.Errorf("init does not say it created LOWER:\n%s", r.stdout)
+	}
+	fi, err := os.Stat(lower)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 || !fi.IsDir() {
+		t.Errorf("LOWER mode %v, want drwx------", fi.Mode())
+	}
+	if _, err := config.Load(lower); err != nil {
+		t.Errorf("config of the new LOWER: %v", err)
+	}
+	r = twincrypt(t, "", append(append([]string{"init", "--passfile", pf}, cheapKDF...), filepath.Join(lower+"-missing", "x"))...)
+	if r.code == 0 {
+		t.Errorf("init under a missing parent succeeded")
+	}
+}
