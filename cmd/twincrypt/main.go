@@ -100,7 +100,7 @@ Quick start:
   twincrypt init ~/vault.enc            # create a volume, note the master key
   twincrypt mount ~/vault.enc ~/vault   # enter the passphrase, use ~/vault
   twincrypt umount ~/vault`,
-		Version:          buildVersion(),
+		Version:          versionLine(),
 		SilenceErrors:    true,
 		SilenceUsage:     true,
 		PersistentPreRun: func(*cobra.Command, []string) { *reached = true },
@@ -108,7 +108,9 @@ Quick start:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &classifiedError{class: errUsage, err: err}
 	})
-	root.CompletionOptions.DisableDefaultCmd = true
+	// cobra's own 'completion bash|zsh|fish|powershell'; its scripts call
+	// the hidden __complete command, which needs no passphrase.
+	root.CompletionOptions.HiddenDefaultCmd = false
 	root.SetVersionTemplate("twincrypt {{.Version}}\n")
 	// cobra's default help template, plus the exit codes after the root's
 	// flags, where cryptsetup and gocryptfs put them too.
@@ -128,6 +130,7 @@ Quick start:
 		newFsckCmd(), newPasswdCmd(), newInfoCmd(),
 		newSpeedCmd(),
 		newBlockdevCmd(),
+		newManCmd(),
 	)
 	return root, reached
 }
