@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -262,6 +263,20 @@ func TestMasterKeyRecovery(t *testing.T) {
 				t.Fatal("mounted with a wrong master key")
 			}
 			twincrypt(t, keyText, "mount", "-b", "--quiet", "--masterkey", lower, mnt).expectExit(t, 0, "mount --masterkey")
+			// The key went to the background process over a pipe: not
+			// in its command line or environment, for ps to show.
+			hexKey := string(keyDigits(keyText))
+			for _, pid := range daemonPIDs(t, mnt) {
+				for _, f := range []string{"cmdline", "environ"} {
+					data, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), f))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if bytes.Contains(data, []byte(hexKey[:16])) {
+						t.Errorf("the master key is in /proc/%d/%s", pid, f)
+					}
+				}
+			}
 			sameTree(t, "mount --masterkey", plainTree(t, mnt), want)
 			twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
 			waitDaemonGone(t, mnt)
