@@ -24,7 +24,8 @@ import (
 // command. A mistyped command that is not a directory still gets cobra's
 // "unknown command".
 func isHelperForm(root *cobra.Command, args []string) bool {
-	if len(args) < 2 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
+	if len(args) < 2 || strings.HasPrefix(args[0], "-") || args[0] == "help" ||
+		args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd {
 		return false
 	}
 	for _, c := range root.Commands() {

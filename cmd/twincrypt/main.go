@@ -132,6 +132,9 @@ Quick start:
 		newBlockdevCmd(),
 		newManCmd(),
 	)
+	// Added now rather than by Execute, so that the command list (the
+	// mount helper form checks it) has it.
+	root.InitDefaultCompletionCmd()
 	return root, reached
 }
 
