@@ -91,8 +91,11 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 	}
 	cfg, err := config.Load(lower)
 	if err != nil {
-		if f.mk.given() && errors.Is(err, config.ErrMissing) {
+		switch {
+		case f.mk.given() && errors.Is(err, config.ErrMissing):
 			return fmt.Errorf("load config of %s: %w; with the master key, 'twincrypt init --masterkey-file FILE' writes a new one", lower, err)
+		case f.mk.given() && (errors.Is(err, config.ErrCorrupt) || errors.Is(err, config.ErrUnsupportedVersion)):
+			return fmt.Errorf("load config of %s: %w; move it away, then 'twincrypt init --masterkey-file FILE' writes a new one", lower, err)
 		}
 		return fmt.Errorf("load config of %s: %w", lower, err)
 	}

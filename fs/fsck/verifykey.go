@@ -57,6 +57,7 @@ const (
 	verifyFailedEnough = 16    // strong checks failed with none passed
 	verifyMaxEntries   = 50000 // entries visited
 	verifyNamesEnough  = 8     // names that decrypt, with no strong check available
+	verifyMaxDepth     = 64    // directory levels descended (one open descriptor each)
 )
 
 // KeyEvidence counts what VerifyKey checked.
@@ -193,7 +194,7 @@ func VerifyKey(lower string, cfg *config.Config, master []byte) (*KeyEvidence, e
 			return nil, err
 		}
 	}
-	v.walk(root, list, true)
+	v.walk(root, list, 0)
 	if v.otherCount > 0 && v.ev.Headers == 0 {
 		return &v.ev, fmt.Errorf("%w: %d file header(s) say %s, not %s with %d-byte keys (give --cipher and --key-bytes as the volume was made)",
 			ErrSettings, v.otherCount, v.otherHeader, cfg.Cipher, cfg.KeyBytes)
@@ -201,8 +202,10 @@ func VerifyKey(lower string, cfg *config.Config, master []byte) (*KeyEvidence, e
 	return &v.ev, v.ev.verdict()
 }
 
-// walk checks the entries of the open directory d, then descends.
-func (v *verifier) walk(d *os.File, list []string, isRoot bool) {
+// walk checks the entries of the open directory d, depth levels below
+// LOWER, then descends.
+func (v *verifier) walk(d *os.File, list []string, depth int) {
+	isRoot := depth == 0
 	dfd := int(d.Fd())
 	sort.Strings(list)
 	var iv []byte
@@ -245,7 +248,7 @@ func (v *verifier) walk(d *os.File, list []string, isRoot bool) {
 		}
 	}
 	for _, name := range subdirs {
-		if v.ev.enough() {
+		if v.ev.enough() || depth >= verifyMaxDepth {
 			return
 		}
 		sub, err := openAt(dfd, name, unix.O_DIRECTORY, nil)
@@ -254,7 +257,7 @@ func (v *verifier) walk(d *os.File, list []string, isRoot bool) {
 		}
 		v.xattrs(int(sub.Fd()))
 		if l, err := sub.Readdirnames(-1); err == nil {
-			v.walk(sub, l, false)
+			v.walk(sub, l, depth+1)
 		}
 		sub.Close()
 	}
