@@ -23,6 +23,7 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
 )
 
 // Op names a filesystem operation.
@@ -140,12 +141,15 @@ type opStats struct {
 	cryptoNs int64
 	lowerNs  int64
 	totalNs  int64
+	// errnos counts the failures by errno; nil until the first one, so a
+	// span that succeeds pays nothing for it.
+	errnos map[syscall.Errno]int64
 	// Pads the struct to 128 bytes so that concurrent reads and writes,
 	// recorded under different locks, do not bounce one cache line.
-	_ [128 - 8 - 8 - 6*8]byte
+	_ [128 - 8 - 8 - 6*8 - 8]byte
 }
 
-func (st *opStats) record(total, crypto, lower time.Duration, bytes int64, failed bool) {
+func (st *opStats) record(total, crypto, lower time.Duration, bytes int64, errno syscall.Errno) {
 	v := int64(total)
 	if v < histLowestNs {
 		v = histLowestNs
@@ -160,8 +164,12 @@ func (st *opStats) record(total, crypto, lower time.Duration, bytes int64, faile
 	// (and cannot allocate its error).
 	_ = st.hist.RecordValue(v)
 	st.count++
-	if failed {
+	if errno != 0 {
 		st.errors++
+		if st.errnos == nil {
+			st.errnos = make(map[syscall.Errno]int64)
+		}
+		st.errnos[errno]++
 	}
 	st.bytes += bytes
 	st.cryptoNs += int64(crypto)
@@ -187,6 +195,12 @@ func (st *opStats) stats(op Op) (Stats, bool) {
 		LowerNs:  st.lowerNs,
 		TotalNs:  st.totalNs,
 	}
+	if len(st.errnos) > 0 {
+		s.Errnos = make(map[string]int64, len(st.errnos))
+		for e, n := range st.errnos {
+			s.Errnos[ErrnoName(e)] += n
+		}
+	}
 	h := st.hist.Clone()
 	st.mu.Unlock()
 
@@ -196,7 +210,53 @@ func (st *opStats) stats(op Op) (Stats, bool) {
 	s.P99Ns = h.ValueAtQuantile(99)
 	s.P999Ns = h.ValueAtQuantile(99.9)
 	s.MaxNs = h.Max()
+	s.Buckets = buckets(h)
 	return s, true
+}
+
+// BucketBoundsNs are the upper bounds, in ns, of the cumulative latency
+// buckets a Stats carries (Buckets[i] counts the spans of at most
+// BucketBoundsNs[i]; Count is the +Inf bucket): 1, 2.5 and 5 per decade
+// from 1 µs to 10 s, the resolution Prometheus histograms and interval
+// percentiles are computed from. Changing them changes what the Buckets
+// of saved summaries mean.
+var BucketBoundsNs = func() []int64 {
+	var b []int64
+	for decade := int64(1000); decade <= int64(time.Second); decade *= 10 {
+		b = append(b, decade, decade*5/2, decade*5)
+	}
+	return append(b, int64(10*time.Second))
+}()
+
+// buckets folds an HDR histogram into cumulative counts at
+// BucketBoundsNs. A value belongs to the first bound at or above the low
+// end of its HDR bucket (HDR's resolution here is 0.1%).
+func buckets(h *hdrhistogram.Histogram) []int64 {
+	out := make([]int64, len(BucketBoundsNs))
+	for _, bar := range h.Distribution() {
+		if bar.Count == 0 {
+			continue
+		}
+		for i, bound := range BucketBoundsNs {
+			if bar.From <= bound {
+				out[i] += bar.Count
+				break
+			}
+		}
+	}
+	for i := 1; i < len(out); i++ {
+		out[i] += out[i-1]
+	}
+	return out
+}
+
+// ErrnoName is the symbolic name of an errno ("ENOENT"), or its number
+// for one without a name.
+func ErrnoName(e syscall.Errno) string {
+	if name := unix.ErrnoName(e); name != "" {
+		return name
+	}
+	return "errno" + strconv.Itoa(int(e))
 }
 
 // Recorder collects the spans of one mount. A nil *Recorder is valid and
@@ -345,10 +405,10 @@ func (s *Span) End(errno syscall.Errno) {
 	if s.hasIO && s.n > 0 {
 		bytes = s.n
 	}
-	r.ops[s.op].record(total, s.crypto, s.lower, bytes, errno != 0)
+	r.ops[s.op].record(total, s.crypto, s.lower, bytes, errno)
 	if s.hasTwin {
 		// The twin moved the same bytes (it served the same request).
-		r.twin[s.op].record(s.twin.Total, s.twin.Crypto, s.twin.Lower, bytes, s.twinErrno != 0)
+		r.twin[s.op].record(s.twin.Total, s.twin.Crypto, s.twin.Lower, bytes, s.twinErrno)
 	}
 	if l := r.log.Load(); l != nil {
 		l.offer(s, total, errno)
@@ -372,6 +432,10 @@ type Stats struct {
 	CryptoNs int64   `json:"crypto_ns"` // sum over all spans
 	LowerNs  int64   `json:"lower_ns"`  // sum over all spans
 	TotalNs  int64   `json:"total_ns"`  // sum over all spans
+	// Errnos counts the failures by errno name ("ENOENT").
+	Errnos map[string]int64 `json:"errnos,omitempty"`
+	// Buckets are cumulative span counts at BucketBoundsNs.
+	Buckets []int64 `json:"buckets,omitempty"`
 }
 
 // Snapshot is a consistent-enough copy of a recorder's state.
@@ -381,6 +445,7 @@ type Snapshot struct {
 	Elapsed    float64   `json:"elapsed_s"`
 	Ops        []Stats   `json:"ops"`            // ops with Count > 0, in Op order
 	Twin       []Stats   `json:"twin,omitempty"` // mirror mode: same ops on the twin
+	OpLog      bool      `json:"oplog"`          // an op log is attached
 	LogLines   int64     `json:"oplog_lines"`
 	LogDropped int64     `json:"oplog_dropped"`
 	// Filled in by the daemon, not by measure.
@@ -410,6 +475,7 @@ func (r *Recorder) Snapshot() Snapshot {
 		}
 	}
 	if l := r.log.Load(); l != nil {
+		snap.OpLog = true
 		snap.LogLines = l.Lines()
 		snap.LogDropped = l.Dropped()
 	}

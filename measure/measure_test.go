@@ -62,7 +62,7 @@ func TestPercentilesUniform(t *testing.T) {
 	var st opStats
 	const n = 100000
 	for i := int64(1); i <= n; i++ {
-		st.record(time.Duration(i)*time.Microsecond, 0, 0, 0, false)
+		st.record(time.Duration(i)*time.Microsecond, 0, 0, 0, 0)
 	}
 	s, ok := st.stats(OpRead)
 	if !ok {
@@ -117,9 +117,9 @@ func TestPercentilesBimodalThroughSpans(t *testing.T) {
 
 func TestRecordClampsOutOfRange(t *testing.T) {
 	var st opStats
-	st.record(0, 0, 0, 0, false)
-	st.record(-time.Second, 0, 0, 0, false)
-	st.record(2*time.Hour, 0, 0, 0, false)
+	st.record(0, 0, 0, 0, 0)
+	st.record(-time.Second, 0, 0, 0, 0)
+	st.record(2*time.Hour, 0, 0, 0, 0)
 	s, _ := st.stats(OpRead)
 	if s.Count != 3 {
 		t.Errorf("count = %d", s.Count)

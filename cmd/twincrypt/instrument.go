@@ -16,6 +16,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/measure"
 	"github.com/twincrypt/twincrypt/measure/control"
+	"github.com/twincrypt/twincrypt/measure/metrics"
 	"github.com/twincrypt/twincrypt/measure/privfile"
 )
 
@@ -28,6 +29,9 @@ type instrFlags struct {
 	oplogMaxMB  int64
 	mirror      string
 	summary     string
+	// metrics is the HOST:PORT of the Prometheus endpoint ("" for none).
+	metrics            string
+	metricsAllowRemote bool
 }
 
 func (f *instrFlags) register(fl *pflag.FlagSet) {
@@ -38,6 +42,8 @@ func (f *instrFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.mirror, "mirror", "", "mirror mode: apply every operation also to the plaintext twin `TWINDIR` and time both (writes PLAINTEXT to TWINDIR; it must start as a copy of the volume's plaintext, empty for an empty volume)")
 	fl.StringVar(&f.summary, "summary", "", "write the statistics at unmount to `FILE` (JSON if it ends in .json)")
 	fl.BoolVar(&f.noStats, "no-stats", false, "turn timing off (no histograms, no stats socket, no op log)")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics (loopback only, e.g. 127.0.0.1:9101)")
+	fl.BoolVar(&f.metricsAllowRemote, "metrics-allow-remote", false, "let --metrics listen on an address other machines can reach")
 }
 
 // args returns the flags for the background child.
@@ -59,14 +65,25 @@ func (f *instrFlags) args() []string {
 	if f.summary != "" {
 		a = append(a, "--summary", f.summary)
 	}
+	if f.metrics != "" {
+		a = append(a, "--metrics", f.metrics)
+		if f.metricsAllowRemote {
+			a = append(a, "--metrics-allow-remote")
+		}
+	}
 	return a
 }
 
 // check validates the flags and makes their paths absolute (the
 // background child runs in "/").
 func (f *instrFlags) check(lower, mnt string) error {
-	if f.noStats && (f.oplog != "" || f.mirror != "" || f.summary != "") {
-		return usageErrorf("--no-stats turns off what --oplog, --mirror and --summary need")
+	if f.noStats && (f.oplog != "" || f.mirror != "" || f.summary != "" || f.metrics != "") {
+		return usageErrorf("--no-stats turns off what --oplog, --mirror, --summary and --metrics need")
+	}
+	if f.metrics != "" {
+		if err := metrics.CheckAddr(f.metrics, f.metricsAllowRemote); err != nil {
+			return usageErrorf("%v", err)
+		}
 	}
 	if f.oplogSample < 1 {
 		return usageErrorf("--oplog-sample must be at least 1")
@@ -102,6 +119,7 @@ type instrument struct {
 	rec    *measure.Recorder
 	oplog  *measure.OpLog
 	socket *control.Server
+	prom   *metrics.Server
 	log    zerolog.Logger
 }
 
@@ -134,6 +152,18 @@ func startInstrument(f instrFlags, mnt string, log zerolog.Logger) (*instrument,
 		}
 		in.oplog = l
 		in.rec.SetOpLog(l)
+	}
+	if f.metrics != "" {
+		// Listening before the mount: a port in use fails the mount
+		// rather than leaving it unwatched.
+		srv, err := metrics.Listen(f.metrics, in.snapshot)
+		if err != nil {
+			if in.oplog != nil {
+				in.oplog.Close()
+			}
+			return nil, err
+		}
+		in.prom = srv
 	}
 	return in, nil
 }
@@ -177,6 +207,9 @@ func (in *instrument) stop(w io.Writer, quiet bool) error {
 	}
 	if in.socket != nil {
 		in.socket.Close()
+	}
+	if in.prom != nil {
+		in.prom.Close()
 	}
 	var errs []error
 	if in.oplog != nil {
