@@ -162,3 +162,26 @@ func TestTableCPUPerGiBAndOpLog(t *testing.T) {
 		t.Errorf("with an op log and 1 GiB moved:\n%s", out)
 	}
 }
+
+// TestFailedSpanDoesNotAllocate: counting failures by errno costs a span
+// nothing once its errno has been seen (the map is made at the first
+// failure of an operation, never for one that succeeds).
+func TestFailedSpanDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
+	r := NewRecorder("m")
+	span := func() {
+		s := r.Start(OpLookup, 42)
+		s.SetTwin(Part{Total: time.Microsecond}, syscall.ENOENT)
+		s.End(syscall.ENOENT)
+	}
+	span()
+	if n := testing.AllocsPerRun(1000, span); n != 0 {
+		t.Errorf("failed span: %v allocs, want 0", n)
+	}
+	r.Start(OpRead, 1).End(0)
+	if r.ops[OpRead].errnos != nil {
+		t.Errorf("a successful op made an errno map")
+	}
+}

@@ -190,7 +190,8 @@ func checkExposition(t *testing.T, where, text, mnt string, mirror bool) map[str
 // its own loopback port, checks each /metrics (and the process collector),
 // then runs a real Prometheus server scraping all four every second and
 // queries its HTTP API until it holds the write latency of every mount,
-// the twin side of the mirror and an ENOENT.
+// the twin side of the mirror, an ENOENT and the daemons' CPU; then runs
+// every query of the Grafana dashboard in docs/ against it.
 func TestMetricsScrapedByPrometheus(t *testing.T) {
 	requireFUSE(t)
 	const promBin = "/usr/bin/prometheus"
@@ -325,6 +326,57 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
+
+	// Every query of the Grafana dashboard in docs/ is valid PromQL for
+	// this Prometheus and finds series of these mounts.
+	for _, q := range dashboardQueries(t) {
+		for {
+			rs, err := query(q.expr)
+			if err == nil && len(rs) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("dashboard panel %q: %s: %d series, %v", q.panel, q.expr, len(rs), err)
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+}
+
+type dashboardQuery struct{ panel, expr string }
+
+// dashboardQueries reads the PromQL of the Grafana dashboard in docs/,
+// with its variables replaced as Grafana would for "all mounts" and a
+// 1 s scrape interval.
+func dashboardQueries(t *testing.T) []dashboardQuery {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/grafana/twincrypt-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	r := strings.NewReplacer("$mount", ".*", "$__rate_interval", "10s")
+	var qs []dashboardQuery
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			qs = append(qs, dashboardQuery{p.Title, r.Replace(tg.Expr)})
+		}
+	}
+	if len(qs) == 0 {
+		t.Fatal("the dashboard has no queries")
+	}
+	return qs
 }
 
 func lastLines(s string, n int) string {

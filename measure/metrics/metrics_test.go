@@ -1,7 +1,11 @@
 package metrics
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -99,4 +104,84 @@ func mustRegistry(t *testing.T, s measure.Snapshot) *prometheus.Registry {
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// dashboardPath is the Grafana dashboard shipped in docs/.
+const dashboardPath = "../../docs/grafana/twincrypt-dashboard.json"
+
+// TestDashboardNamesOurSeries decodes the Grafana dashboard and checks
+// that every twincrypt_ or process_ series its queries name is one the
+// metrics endpoint serves (a renamed metric breaks the dashboard), that
+// panel ids are unique and that every panel has a query.
+func TestDashboardNamesOurSeries(t *testing.T) {
+	b, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			ID      int    `json:"id"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("%s: %v", dashboardPath, err)
+	}
+	srv, err := Listen("127.0.0.1:0", func() measure.Snapshot {
+		r := measure.NewRecorder("/m")
+		r.Start(measure.OpLookup, 1).End(syscall.ENOENT)
+		s := r.Snapshot()
+		s.CPUUserS = 1
+		return s
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for name, f := range fams {
+		served[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+				served[name+suffix] = true
+			}
+		}
+	}
+	// Series that need an op log or a mirror, absent from this mount.
+	served["twincrypt_oplog_lines_total"] = true
+	served["twincrypt_oplog_dropped_total"] = true
+	names := regexp.MustCompile(`\b(?:twincrypt|process)_[a-z_]+\b`)
+	ids := map[int]bool{}
+	if len(dash.Panels) == 0 {
+		t.Fatal("no panels")
+	}
+	for _, p := range dash.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d twice", p.ID)
+		}
+		ids[p.ID] = true
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, n := range names.FindAllString(tg.Expr, -1) {
+				if !served[n] {
+					t.Errorf("panel %q queries %s, which /metrics does not serve", p.Title, n)
+				}
+			}
+		}
+	}
 }
