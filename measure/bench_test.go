@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -49,6 +50,14 @@ func BenchmarkSpan(b *testing.B) {
 		r := NewRecorder("bench")
 		for b.Loop() {
 			span(r, OpRead)
+		}
+	})
+	b.Run("failed", func(b *testing.B) {
+		// A failure is also counted by errno (a map increment).
+		b.ReportAllocs()
+		r := NewRecorder("bench")
+		for b.Loop() {
+			r.Start(OpLookup, 42).End(syscall.ENOENT)
 		}
 	})
 	b.Run("mirror", func(b *testing.B) {
