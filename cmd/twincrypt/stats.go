@@ -63,7 +63,7 @@ this user or root, and shows names from it with control characters quoted.`,
 			for {
 				snap, err := control.Query(mnt)
 				if err != nil {
-					if seen && errors.Is(err, control.ErrNoDaemon) {
+					if seen && (errors.Is(err, control.ErrNoDaemon) || !stillMounted(mnt)) {
 						// Unmounted while watched: the normal end of a watch.
 						fmt.Fprintf(cmd.ErrOrStderr(), "mount went away: %s is no longer served (unmounted)\n", printable.String(args[0]))
 						return nil
@@ -110,6 +110,14 @@ this user or root, and shows names from it with control characters quoted.`,
 	cmd.Flags().BoolVar(&asProm, "prometheus", false, "print Prometheus text exposition (for node_exporter's textfile collector)")
 	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every `INTERVAL` (e.g. 2s), showing that interval's rates and latencies, until interrupted or unmounted")
 	return cmd
+}
+
+// stillMounted reports whether a filesystem is mounted at mnt (a watch
+// whose query failed halfway through an unmount gets EOF or a reset, not
+// "no daemon").
+func stillMounted(mnt string) bool {
+	_, mounted, err := findMount(mnt)
+	return err != nil || mounted
 }
 
 // otherUsersMount returns the uid of the user who mounted the FUSE
