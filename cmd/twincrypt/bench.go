@@ -74,10 +74,14 @@ Ctrl-C (--keep keeps the data).
 Printed: medians with min–max, cost ratios to native and to the twin, CPU
 seconds per GiB of the workload and of the daemon, and the per-op latency of
 our mounts. --out DIR also writes report.md, results.csv, results.json and
-the charts overhead.svg/png and latency.svg/png. --compare OLD.json NEW.json
-prints what changed between two runs.
+the charts overhead.svg/png (each target's cost relative to native per
+workload, log axis, bars up from 1x when slower and down when faster) and
+latency.svg/png (per-op p50 bars with p99 whiskers, ops labelled with their
+class). --compare OLD.json NEW.json prints what changed between two runs.
 
-Exit status 1 when any run failed (the tables are printed all the same).`,
+Exit status 1 when any run failed (the tables are printed all the same).
+
+` + opClassHelp(),
 		Example: `  twincrypt bench
   twincrypt bench --size tiny --repeat 1 --targets native,twin,crypt-xts
   twincrypt bench --workloads srctree,randrw --fio --out results/ --on /mnt/ssd

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +36,14 @@ differences in µs). Then come the slowest ops and latency over time.
 Logs are streamed, so they may be of any size. A LOG ending in .gz is
 decompressed; "-" reads standard input. An op log that was rotated keeps
 its older part in LOG.1, which is read too unless --rotated=false.
-Malformed lines are counted and skipped.`,
+Malformed lines are counted and skipped.
+
+--chart draws the latency CDF of each op class (on a log axis; in mirror
+mode the twin dashed beside the encrypted mount); --chart-time draws p50
+and p99 of all ops per time bucket, against the time since the log's
+first op.
+
+` + opClassHelp(),
 		Example: `  twincrypt report /var/log/twincrypt/ops.log
   twincrypt report --json ops.log > ops.json
   twincrypt report --chart cdf.svg --chart-time time.png ops.log.1 ops.log`,
@@ -75,6 +83,28 @@ Malformed lines are counted and skipped.`,
 	fl.StringVar(&f.chartTime, "chart-time", "", "also draw p50/p99 latency over time to `FILE` (.svg, .png or .pdf)")
 	fl.BoolVar(&f.rotated, "rotated", true, "also read LOG.1, the rotated older part of each LOG, when it exists")
 	return cmd
+}
+
+// opClassHelp defines the op classes the charts and tables group ops by,
+// for the commands' help.
+func opClassHelp() string {
+	var b strings.Builder
+	b.WriteString("Op classes:\n")
+	for _, d := range report.ClassDefinitions() {
+		line := "  "
+		for _, w := range strings.Fields(d) {
+			if len(line)+1+len(w) > 78 {
+				b.WriteString(line + "\n")
+				line = "      "
+			}
+			if line != "  " && line != "      " {
+				line += " "
+			}
+			line += w
+		}
+		b.WriteString(line + "\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func runReport(w, stderr io.Writer, logs []string, f reportFlags) error {

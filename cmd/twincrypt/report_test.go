@@ -159,3 +159,26 @@ func TestReportUsageErrors(t *testing.T) {
 		r.expectExit(t, exitUsage, strings.Join(args, " "))
 	}
 }
+
+// TestHelpDefinesOpClasses: report and bench, whose charts group ops by
+// class, define the classes in their help, with every op of each class.
+func TestHelpDefinesOpClasses(t *testing.T) {
+	for _, sub := range []string{"report", "bench"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{sub, "--help"}, &stdout, &stderr); code != 0 {
+			t.Fatalf("%s --help: exit %d: %s", sub, code, stderr.String())
+		}
+		help := strings.Join(strings.Fields(stdout.String()), " ")
+		for _, want := range []string{
+			"Op classes:",
+			"data: move or sync file content",
+			"metadata: read or change what an existing name carries",
+			"namespace: create, remove or rename names",
+			"create, link, mkdir, mknod, rename, rmdir, symlink, unlink.",
+		} {
+			if !strings.Contains(help, want) {
+				t.Errorf("%s --help lacks %q", sub, want)
+			}
+		}
+	}
+}

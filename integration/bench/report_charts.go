@@ -7,16 +7,18 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/twincrypt/twincrypt/measure/chartkit"
+	"github.com/twincrypt/twincrypt/measure/report"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
 
 const (
-	chartWidth  = 10 * vg.Inch
-	chartHeight = 5 * vg.Inch
+	chartWidth  = 11 * vg.Inch
+	chartHeight = 5.5 * vg.Inch
 )
 
 // WriteCharts draws overhead.svg/png (each target's cost relative to
@@ -26,22 +28,22 @@ const (
 func WriteCharts(dir string, res *Results) ([]string, error) {
 	var written []string
 	var errs []error
-	if p, err := overheadPlot(res); err != nil {
+	if ch, err := overheadPlot(res); err != nil {
 		errs = append(errs, err)
-	} else if p != nil {
+	} else if ch != nil {
 		for _, name := range []string{OverheadSVG, OverheadPNG} {
-			if err := savePlot(p, filepath.Join(dir, name)); err != nil {
+			if err := savePlot(ch, filepath.Join(dir, name)); err != nil {
 				errs = append(errs, err)
 			} else {
 				written = append(written, name)
 			}
 		}
 	}
-	if p, err := latencyPlot(res); err != nil {
+	if ch, err := latencyPlot(res); err != nil {
 		errs = append(errs, err)
-	} else if p != nil {
+	} else if ch != nil {
 		for _, name := range []string{LatencySVG, LatencyPNG} {
-			if err := savePlot(p, filepath.Join(dir, name)); err != nil {
+			if err := savePlot(ch, filepath.Join(dir, name)); err != nil {
 				errs = append(errs, err)
 			} else {
 				written = append(written, name)
@@ -51,9 +53,43 @@ func WriteCharts(dir string, res *Results) ([]string, error) {
 	return written, errors.Join(errs...)
 }
 
+// targetStyles gives every target but native (the baseline, never drawn
+// as a series) its own colour and glyph, by its position in the results,
+// so that a target looks the same on both charts and no two targets share
+// a colour.
+func targetStyles(res *Results) map[string]chartkit.Style {
+	var names []string
+	for _, n := range res.targetNames() {
+		if n != "native" {
+			names = append(names, n)
+		}
+	}
+	styles := chartkit.Styles(len(names))
+	m := make(map[string]chartkit.Style, len(names))
+	for i, n := range names {
+		m[n] = styles[i]
+	}
+	return m
+}
+
+// chart is a plot and the notes beside it that define its terms.
+type chart struct {
+	p     *plot.Plot
+	notes []string
+}
+
+// groupWidth returns the width of a category's group of bars and of one
+// bar, for n categories and k series.
+func groupWidth(n, k int) (group, bar vg.Length) {
+	group = min((chartWidth*6/10)*7/10/vg.Length(n), 1.5*vg.Inch)
+	return group, group / vg.Length(k)
+}
+
 // overheadPlot is a grouped bar chart: per workload (headline metric) one
-// bar per target, its cost relative to native; nil without native.
-func overheadPlot(res *Results) (p *plot.Plot, err error) {
+// bar per target, its cost relative to native, on a log axis standing on
+// 1× so that 1.2× and 40× are both readable and a faster-than-native
+// target points down; nil without native.
+func overheadPlot(res *Results) (ch *chart, err error) {
 	if !res.hasTarget("native") || len(res.Workloads) == 0 {
 		return nil, nil
 	}
@@ -67,35 +103,29 @@ func overheadPlot(res *Results) (p *plot.Plot, err error) {
 	if len(others) == 0 {
 		return nil, nil
 	}
-	p = plot.New()
-	p.Title.Text = "Cost relative to native (time ratio of medians; rates inverted; 1 = as fast as native)"
-	p.Y.Label.Text = "× native"
-	p.Legend.Top = true
+	styles := targetStyles(res)
+	p := plot.New()
+	p.Title.Text = "Cost relative to native per workload (log scale)"
+	p.Y.Label.Text = "× native (time ratio of medians)"
 	p.Add(plotter.NewGrid())
 	var names []string
 	for _, w := range res.Workloads {
 		names = append(names, w.Name)
 	}
-	// Groups take 70 % of the space per workload, at most 1.5 inch.
-	group := min(chartWidth*7/10/vg.Length(len(names)), 1.5*vg.Inch)
-	barW := group / vg.Length(len(others))
-	maxY := 1.0
+	group, barW := groupWidth(len(names), len(others))
+	lo, hi := 1.0, 1.0
 	for i, tn := range others {
-		vals := make(plotter.Values, len(res.Workloads))
+		vals := make([]float64, len(res.Workloads))
 		for j, w := range res.Workloads {
+			vals[j] = math.NaN()
 			m, _ := metricFor(orDefault(w.Headline, "wall_s"))
-			if r, ok := res.ratio(tn, "native", w, m); ok {
+			if r, ok := res.ratio(tn, "native", w, m); ok && r > 0 && !math.IsInf(r, 0) {
 				vals[j] = r
-				maxY = math.Max(maxY, r)
+				lo, hi = math.Min(lo, r), math.Max(hi, r)
 			}
 		}
-		bars, err := plotter.NewBarChart(vals, barW)
-		if err != nil {
-			return nil, fmt.Errorf("overhead chart: %w", err)
-		}
-		bars.Color = plotutil.Color(i)
-		bars.LineStyle.Width = 0
-		bars.Offset = barW*vg.Length(i) - group/2 + barW/2
+		bars := &chartkit.Bars{Values: vals, Base: 1, Width: barW, Style: styles[tn],
+			Offset: barW*vg.Length(i) - group/2 + barW/2}
 		p.Add(bars)
 		p.Legend.Add(tn, bars)
 	}
@@ -104,32 +134,38 @@ func overheadPlot(res *Results) (p *plot.Plot, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("overhead chart: %w", err)
 	}
-	one.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	one.Width = vg.Points(1)
 	p.Add(one)
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = xMin, xMax
 	p.X.Tick.Label.Rotation = math.Pi / 6
 	p.X.Tick.Label.XAlign = draw.XRight
-	// Headroom for the legend.
-	p.Y.Min, p.Y.Max = 0, maxY*1.3
-	return p, nil
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = chartkit.LogTicks{Format: chartkit.Ratio}
+	p.Y.Min, p.Y.Max = chartkit.LogRange(lo, hi)
+	notes := []string{"", "Bars start at 1× = as fast as native:",
+		"up is slower, down is faster.", "Rates (MiB/s, ops/s) are inverted",
+		"so that up is always a cost.", "Missing bar: the run failed or",
+		"the target has no such workload."}
+	return &chart{p, notes}, nil
 }
 
-// latencyPlot shows per op the p50 (solid) and p99 (dashed) latency of
-// each target with per-op statistics, the median over all its runs, on a
-// log scale; nil when no target has statistics.
-func latencyPlot(res *Results) (p *plot.Plot, err error) {
+// latencyPlot is a grouped bar chart of per-op latency in the daemon of
+// each target with per-op statistics: the bar is the p50, the whisker the
+// p99, each the median over all its runs, on a log scale; nil when no
+// target has statistics.
+func latencyPlot(res *Results) (ch *chart, err error) {
 	targets := res.statsTargets()
 	if len(targets) == 0 {
 		return nil, nil
 	}
 	defer recoverPlot(&err)
-	p = plot.New()
-	p.Title.Text = "Per-op latency in the daemon: p50 (solid) and p99 (dashed), median over all runs"
+	styles := targetStyles(res)
+	p := plot.New()
+	p.Title.Text = "Per-op latency in the daemon: bar p50, whisker p99 (median over all runs)"
 	p.Y.Label.Text = "latency (µs, log scale)"
-	p.Legend.Top = true
-	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
+	group, barW := groupWidth(len(latencyOps), len(targets))
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, tn := range targets {
 		var runs []Run
@@ -138,46 +174,40 @@ func latencyPlot(res *Results) (p *plot.Plot, err error) {
 				runs = append(runs, r)
 			}
 		}
-		var p50s, p99s plotter.XYs
+		p50s := make([]float64, len(latencyOps))
+		p99s := make([]float64, len(latencyOps))
+		any := false
 		for x, op := range latencyOps {
+			p50s[x], p99s[x] = math.NaN(), math.NaN()
 			if a, b, ok := opLatency(runs, op); ok {
 				a, b = math.Max(a, 1)/1e3, math.Max(b, 1)/1e3
-				p50s = append(p50s, plotter.XY{X: float64(x), Y: a})
-				p99s = append(p99s, plotter.XY{X: float64(x), Y: b})
+				p50s[x], p99s[x] = a, b
 				lo, hi = math.Min(lo, math.Min(a, b)), math.Max(hi, math.Max(a, b))
+				any = true
 			}
 		}
-		if len(p50s) == 0 {
+		if !any {
 			continue
 		}
-		for k, xys := range []plotter.XYs{p50s, p99s} {
-			line, points, err := plotter.NewLinePoints(xys)
-			if err != nil {
-				return nil, fmt.Errorf("latency chart: %w", err)
-			}
-			line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
-			points.Shape = draw.CircleGlyph{}
-			line.Width = vg.Points(1.5)
-			if k == 1 {
-				line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-			} else {
-				p.Legend.Add(tn, line)
-			}
-			p.Add(line, points)
-		}
+		bars := &chartkit.Bars{Values: p50s, High: p99s, Width: barW, Style: styles[tn],
+			Offset: barW*vg.Length(i) - group/2 + barW/2}
+		p.Add(bars)
+		p.Legend.Add(tn, bars)
 	}
 	if math.IsInf(lo, 1) {
 		return nil, nil
 	}
-	p.NominalX(latencyOps...)
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min = math.Pow10(int(math.Floor(math.Log10(lo))))
-	p.Y.Max = math.Pow10(int(math.Ceil(math.Log10(hi))))
-	if p.Y.Max <= p.Y.Min {
-		p.Y.Max = p.Y.Min * 10
+	labels := make([]string, len(latencyOps))
+	for i, op := range latencyOps {
+		labels[i] = fmt.Sprintf("%s (%s)", op, report.ClassOf(op))
 	}
-	return p, nil
+	p.NominalX(labels...)
+	p.X.Min, p.X.Max = -0.5, float64(len(latencyOps))-0.5
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = chartkit.LogTicks{}
+	p.Y.Min, p.Y.Max = chartkit.LogRange(lo, hi)
+	notes := append([]string{""}, report.ClassNotes()...)
+	return &chart{p, notes}, nil
 }
 
 func orDefault(s, def string) string {
@@ -189,10 +219,10 @@ func orDefault(s, def string) string {
 
 // savePlot renders p in the format of path's extension and only then
 // creates the file, so that a failed rendering leaves nothing behind.
-func savePlot(p *plot.Plot, path string) (err error) {
+func savePlot(ch *chart, path string) (err error) {
 	defer recoverPlot(&err)
 	format := filepath.Ext(path)[1:]
-	wt, err := p.WriterTo(chartWidth, chartHeight, format)
+	wt, err := chartkit.Render(ch.p, ch.notes, chartWidth, chartHeight, format)
 	if err != nil {
 		return fmt.Errorf("render %s: %w", path, err)
 	}

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twincrypt/twincrypt/measure/chartkit"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -49,7 +50,7 @@ func CheckChartPath(path string) error {
 var twinDashes = []vg.Length{vg.Points(5), vg.Points(3)}
 
 const (
-	chartWidth  = 8 * vg.Inch
+	chartWidth  = 11 * vg.Inch
 	chartHeight = 5 * vg.Inch
 )
 
@@ -65,6 +66,15 @@ func WriteCDFChart(r *Report, path string) (err error) {
 		return errNoData
 	}
 	defer recoverPlot(&err)
+	p, notes, err := cdfPlot(r)
+	if err != nil {
+		return err
+	}
+	return savePlot(p, notes, path, format)
+}
+
+// cdfPlot builds the chart WriteCDFChart draws and the notes beside it.
+func cdfPlot(r *Report) (*plot.Plot, []string, error) {
 
 	p := plot.New()
 	title := "Latency CDF by op class"
@@ -75,8 +85,11 @@ func WriteCDFChart(r *Report, path string) (err error) {
 	p.X.Label.Text = "latency (µs, log scale)"
 	p.Y.Label.Text = "fraction of ops at or below"
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top = false
-	p.Legend.Left = false
+	var yt plot.ConstantTicks
+	for i := 0; i <= 10; i++ {
+		yt = append(yt, plot.Tick{Value: float64(i) / 10, Label: fmt.Sprintf("%.1f", float64(i)/10)})
+	}
+	p.Y.Tick.Marker = yt
 	p.Add(plotter.NewGrid())
 
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -88,7 +101,7 @@ func WriteCDFChart(r *Report, path string) (err error) {
 		}
 		line, err := plotter.NewLine(xys)
 		if err != nil {
-			return fmt.Errorf("chart %s %s: %w", cdf.Class, cdf.Side, err)
+			return nil, nil, fmt.Errorf("chart %s %s: %w", cdf.Class, cdf.Side, err)
 		}
 		line.Color = classColor(cdf.Class)
 		line.Width = vg.Points(1.5)
@@ -99,7 +112,11 @@ func WriteCDFChart(r *Report, path string) (err error) {
 		p.Legend.Add(fmt.Sprintf("%s %s (%d ops)", cdf.Class, cdf.Side, cdf.Count), line)
 	}
 	setLogAxis(&p.X, lo, hi)
-	return savePlot(p, path, format)
+	notes := []string{""}
+	if r.Mirror {
+		notes = append(notes, "solid: the encrypted mount", "dashed: the plaintext twin", "")
+	}
+	return p, append(notes, ClassNotes()...), nil
 }
 
 // WriteTimeChart draws p50 and p99 latency of all ops per timeline bucket,
@@ -109,25 +126,29 @@ func WriteTimeChart(r *Report, path string) (err error) {
 	if err != nil {
 		return err
 	}
-	tl := r.Timeline
-	if len(tl.Buckets) == 0 {
+	if len(r.Timeline.Buckets) == 0 {
 		return errNoData
 	}
 	defer recoverPlot(&err)
+	p, notes, err := timePlot(r)
+	if err != nil {
+		return err
+	}
+	return savePlot(p, notes, path, format)
+}
+
+// timePlot builds the chart WriteTimeChart draws and the notes beside it.
+func timePlot(r *Report) (*plot.Plot, []string, error) {
+	tl := r.Timeline
 
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Latency over time, all ops (buckets of %v)", time.Duration(tl.BucketNs))
-	p.X.Label.Text = "time (UTC)"
 	p.Y.Label.Text = "latency (µs, log scale)"
-	layout := "15:04:05"
-	if r.Last.Sub(r.First) >= 24*time.Hour {
-		layout = "01-02 15:04"
-	}
-	p.X.Tick.Marker = plot.TimeTicks{Format: layout, Time: func(t float64) time.Time {
-		return time.Unix(0, int64(t*1e9)).UTC()
-	}}
-	p.Legend.Top = true
-	p.Legend.Left = true
+	// Time runs from the log's first op, in a unit that suits its span:
+	// clock-time ticks repeat one label on a log of a few seconds.
+	unit, unitName := timeUnit(r.Last.Sub(r.First))
+	p.X.Label.Text = fmt.Sprintf("%s since the first op (%s UTC)", unitName,
+		r.First.UTC().Format("2006-01-02 15:04:05.000"))
 	p.Add(plotter.NewGrid())
 
 	type series struct {
@@ -137,46 +158,75 @@ func WriteTimeChart(r *Report, path string) (err error) {
 		dashed bool
 	}
 	all := []series{
-		{"p50", func(b Bucket) int64 { return b.P50Ns }, plotutil.Color(0), false},
-		{"p99", func(b Bucket) int64 { return b.P99Ns }, plotutil.Color(1), false},
+		{"p50", func(b Bucket) int64 { return b.P50Ns }, chartkit.Palette[0], false},
+		{"p99", func(b Bucket) int64 { return b.P99Ns }, chartkit.Palette[1], false},
 	}
 	if r.Mirror {
+		all[0].name, all[1].name = "encrypted p50", "encrypted p99"
 		all = append(all,
-			series{"twin p50", func(b Bucket) int64 { return b.TwinP50Ns }, plotutil.Color(0), true},
-			series{"twin p99", func(b Bucket) int64 { return b.TwinP99Ns }, plotutil.Color(1), true})
+			series{"twin p50", func(b Bucket) int64 { return b.TwinP50Ns }, chartkit.Palette[0], true},
+			series{"twin p99", func(b Bucket) int64 { return b.TwinP99Ns }, chartkit.Palette[1], true})
 	}
 	mid := float64(tl.BucketNs) / 2
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range all {
-		var xys plotter.XYs
+		// A line joins neighbouring buckets only: across a bucket without
+		// ops it would draw latencies nobody measured.
+		var segs []plotter.XYs
+		var cur plotter.XYs
 		for _, b := range tl.Buckets {
-			if v := s.value(b); v > 0 {
-				x := (float64(b.Start.UnixNano()) + mid) / 1e9
-				xys = append(xys, plotter.XY{X: x, Y: usOf(v)})
-				lo, hi = math.Min(lo, usOf(v)), math.Max(hi, usOf(v))
+			v := s.value(b)
+			if v <= 0 {
+				if len(cur) > 0 {
+					segs, cur = append(segs, cur), nil
+				}
+				continue
+			}
+			x := (float64(b.Start.Sub(r.First)) + mid) / float64(unit)
+			cur = append(cur, plotter.XY{X: x, Y: usOf(v)})
+			lo, hi = math.Min(lo, usOf(v)), math.Max(hi, usOf(v))
+		}
+		if len(cur) > 0 {
+			segs = append(segs, cur)
+		}
+		for i, xys := range segs {
+			line, points, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return nil, nil, fmt.Errorf("chart %s: %w", s.name, err)
+			}
+			line.Color, points.Color = s.color, s.color
+			points.Shape = draw.CircleGlyph{}
+			points.Radius = vg.Points(1.5)
+			if s.dashed {
+				line.Dashes = twinDashes
+				points.Shape = draw.RingGlyph{}
+			}
+			p.Add(line, points)
+			if i == 0 {
+				p.Legend.Add(s.name, line, points)
 			}
 		}
-		if len(xys) == 0 {
-			continue
-		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return fmt.Errorf("chart %s: %w", s.name, err)
-		}
-		line.Color, points.Color = s.color, s.color
-		points.Shape = draw.CircleGlyph{}
-		points.Radius = vg.Points(1.5)
-		if s.dashed {
-			line.Dashes = twinDashes
-		}
-		p.Add(line, points)
-		p.Legend.Add(s.name, line)
 	}
 	if math.IsInf(lo, 1) {
-		return errNoData
+		return nil, nil, errNoData
 	}
 	setLogAxis(&p.Y, lo, hi)
-	return savePlot(p, path, format)
+	p.X.Min = 0
+	notes := []string{"", "Each point: one bucket of " + time.Duration(tl.BucketNs).String() + ";",
+		"a bucket without ops has no point", "and breaks the line.", "All op classes together."}
+	return p, notes, nil
+}
+
+// timeUnit picks the unit of the time axis for a log spanning span.
+func timeUnit(span time.Duration) (time.Duration, string) {
+	switch {
+	case span < 3*time.Minute:
+		return time.Second, "seconds"
+	case span < 3*time.Hour:
+		return time.Minute, "minutes"
+	default:
+		return time.Hour, "hours"
+	}
 }
 
 // usOf converts ns to µs, keeping it positive for the log scale.
@@ -187,27 +237,24 @@ func usOf(ns int64) float64 { return float64(max(ns, 1)) / 1e3 }
 // reach below zero, so the range is always set explicitly.
 func setLogAxis(a *plot.Axis, lo, hi float64) {
 	a.Scale = plot.LogScale{}
-	a.Tick.Marker = plot.LogTicks{Prec: -1}
-	a.Min = math.Pow10(int(math.Floor(math.Log10(lo))))
-	a.Max = math.Pow10(int(math.Ceil(math.Log10(hi))))
-	if a.Max <= a.Min {
-		a.Max = a.Min * 10
-	}
+	a.Tick.Marker = chartkit.LogTicks{}
+	a.Min, a.Max = chartkit.LogRange(lo, hi)
 }
 
+// classColor gives each class its own colour of chartkit.Palette.
 func classColor(c Class) color.Color {
 	for i, k := range Classes {
 		if k == c {
-			return plotutil.Color(i)
+			return chartkit.Palette[i]
 		}
 	}
-	return plotutil.Color(len(Classes))
+	return chartkit.Palette[len(Classes)]
 }
 
 // savePlot renders p and only then creates path, so that a failed
 // rendering leaves no truncated file behind.
-func savePlot(p *plot.Plot, path, format string) error {
-	wt, err := p.WriterTo(chartWidth, chartHeight, format)
+func savePlot(p *plot.Plot, notes []string, path, format string) error {
+	wt, err := chartkit.Render(p, notes, chartWidth, chartHeight, format)
 	if err != nil {
 		return fmt.Errorf("render chart %s: %w", path, err)
 	}

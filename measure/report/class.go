@@ -1,5 +1,12 @@
 package report
 
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
 // Class groups ops whose latencies are worth comparing together: a read
 // and a lookup differ by orders of magnitude and by what encryption does
 // to them (content versus names).
@@ -42,4 +49,70 @@ func ClassOf(op string) Class {
 		return c
 	}
 	return ClassOther
+}
+
+// classMeaning says in a few words what a class's ops do, for the notes
+// of the charts and the commands' help.
+var classMeaning = map[Class]string{
+	ClassData:      "move or sync file content (the cipher's own cost)",
+	ClassMetadata:  "read or change what an existing name carries (attributes, xattrs, listings)",
+	ClassNamespace: "create, remove or rename names (name encryption plus a lower directory update)",
+	ClassOther:     "any op not listed above",
+}
+
+// ClassOps returns the ops of class c in a stable order.
+func ClassOps(c Class) []string {
+	var ops []string
+	for op, k := range opClasses {
+		if k == c {
+			ops = append(ops, op)
+		}
+	}
+	sort.Strings(ops)
+	return ops
+}
+
+// ClassDefinitions returns one paragraph per class: its name, what its
+// ops do, and the ops, as the charts and the help define them.
+func ClassDefinitions() []string {
+	var out []string
+	for _, c := range Classes {
+		s := fmt.Sprintf("%s: %s", c, classMeaning[c])
+		if ops := ClassOps(c); len(ops) > 0 {
+			s += ": " + strings.Join(ops, ", ")
+		}
+		out = append(out, s+".")
+	}
+	return out
+}
+
+// ClassNotes returns ClassDefinitions wrapped into short lines for a
+// chart's side panel, under an "Op classes" heading.
+func ClassNotes() []string {
+	lines := []string{"Op classes:"}
+	for _, d := range ClassDefinitions() {
+		lines = append(lines, wrap(d, 44)...)
+	}
+	return lines
+}
+
+// wrap breaks s into lines of at most width runes at spaces; the lines
+// after the first are indented by two spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	cur := ""
+	for _, w := range strings.Fields(s) {
+		if cur != "" && utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) > width {
+			lines = append(lines, cur)
+			cur = "  "
+		}
+		if cur != "" && cur != "  " {
+			cur += " "
+		}
+		cur += w
+	}
+	if cur != "" && cur != "  " {
+		lines = append(lines, cur)
+	}
+	return lines
 }
