@@ -135,15 +135,6 @@ var diffKindNames = [...]string{"open", "close", "pwrite", "write", "pread", "ft
 
 func (k diffKind) String() string { return diffKindNames[k] }
 
-// onSlot says whether ops of kind k act on a descriptor slot, not a path.
-func (k diffKind) onSlot() bool {
-	switch k {
-	case dClose, dPwrite, dWrite, dPread, dFtruncate, dFallocate, dFsync, dSeek, dReopen:
-		return true
-	}
-	return false
-}
-
 // diffWeights is how often the generator picks each kind.
 var diffWeights = []struct {
 	k diffKind

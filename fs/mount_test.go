@@ -5,7 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,8 +73,20 @@ func (tm *testMount) unmountNow(t testing.TB) {
 	tm.unmounted = true
 }
 
-// runtimeGOROOT is where the Go toolchain running the tests lives.
-func runtimeGOROOT() string { return runtime.GOROOT() }
+// runtimeGOROOT is where the Go toolchain running the tests lives, as
+// `go env GOROOT` of the go command on PATH says ("" without one).
+// (runtime.GOROOT is deprecated: it is where the binary was built.)
+var runtimeGOROOT = sync.OnceValue(func() string {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return os.Getenv("GOROOT")
+	}
+	out, err := exec.Command(goBin, "env", "GOROOT").Output()
+	if err != nil {
+		return os.Getenv("GOROOT")
+	}
+	return strings.TrimSpace(string(out))
+})
 
 type syncBuffer struct {
 	mu  sync.Mutex

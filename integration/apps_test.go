@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,7 +62,9 @@ func goRoot(t *testing.T) string {
 			}
 		}
 	}
-	return runtime.GOROOT()
+	// runtime.GOROOT is deprecated: where the test binary was built is
+	// not where a toolchain is. GOROOT is set by the go command.
+	return os.Getenv("GOROOT")
 }
 
 // testTar extracts a real source tree into the mount, compares it with the

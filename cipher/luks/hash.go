@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"hash"
 
-	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // LUKS1 and plain mode still name it
+	//lint:ignore SA1019 LUKS1 headers and cryptsetup's plain mode still name ripemd160; reading them needs it
+	"golang.org/x/crypto/ripemd160"
 )
 
 // hashes maps cryptsetup's hash names (the strings stored in LUKS headers and

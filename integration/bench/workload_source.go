@@ -42,17 +42,29 @@ func goSrcDir() string {
 		fi, err := os.Stat(d)
 		return err == nil && fi.IsDir()
 	}
-	// runtime.GOROOT is deprecated for finding a toolchain, but it is
-	// exactly "where this binary's standard library came from".
-	if r := runtime.GOROOT(); r != "" && isDir(filepath.Join(r, "src", "net")) {
-		return filepath.Join(r, "src")
+	// The go command on PATH, else the one under GOROOT (if set), says
+	// where its tree is; a go binary under DIR/bin/go without a working
+	// "go env" still has its tree in DIR. (runtime.GOROOT is deprecated:
+	// it is where this binary was built, maybe on another machine.)
+	var bins []string
+	if b, err := exec.LookPath("go"); err == nil {
+		bins = append(bins, b)
 	}
-	if goBin, err := exec.LookPath("go"); err == nil {
+	if r := os.Getenv("GOROOT"); r != "" {
+		bins = append(bins, filepath.Join(r, "bin", "go"))
+	}
+	for _, goBin := range bins {
 		cmd := exec.Command(goBin, "env", "GOROOT")
 		cmd.Dir = "/"
 		if out, err := cmd.Output(); err == nil {
 			r := strings.TrimSpace(string(out))
 			if r != "" && isDir(filepath.Join(r, "src", "net")) {
+				return filepath.Join(r, "src")
+			}
+		}
+		if real, err := filepath.EvalSymlinks(goBin); err == nil {
+			r := filepath.Dir(filepath.Dir(real))
+			if isDir(filepath.Join(r, "src", "net")) {
 				return filepath.Join(r, "src")
 			}
 		}
