@@ -49,6 +49,10 @@ turn, repeat after repeat, so that a noisy machine's drift hits all alike):
   dmcrypt-kernel     LUKS2 aes-xts-plain64 opened by the kernel (cryptsetup open),
   dmcrypt-userspace  or, without device-mapper, the same volume unlocked by
                      'twincrypt blockdev open', with a loop device and ext4 on top
+  ecryptfs           the kernel's eCryptfs (mount -t ecryptfs, ecryptfs-utils), AES
+                     with a 256-bit key, filenames encrypted; skipped where the
+                     kernel has no ecryptfs; ecryptfs-aes128 (its default 128-bit
+                     key) runs when named in --targets
   gocryptfs, encfs, cryfs, securefs, fscrypt
                      peers, included when installed (--peers=false leaves them out)
 
@@ -135,7 +139,7 @@ func benchPlan(f benchFlags, exe string) ([]bench.Target, []bench.Workload, erro
 		// Named targets are taken from all, so that a named peer runs
 		// even with --peers=false.
 		var err error
-		if targets, err = bench.SelectTargets(bench.AllTargets(opts), f.targets); err != nil {
+		if targets, err = bench.SelectTargets(bench.SelectableTargets(opts), f.targets); err != nil {
 			return nil, nil, usageErrorf("--targets: %v", err)
 		}
 	}

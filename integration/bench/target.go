@@ -44,7 +44,9 @@ func AllTargets(o TargetOptions) []Target {
 
 // DefaultTargets are the targets that need nothing installed beyond
 // FUSE, losetup and mkfs.ext4: native, twin, crypt-xts, crypt-cbc,
-// ext4loop and dmcrypt (kernel or userspace, whichever this machine has).
+// ext4loop and dmcrypt (kernel or userspace, whichever this machine has);
+// and the kernel's eCryptfs, which needs its module and ecryptfs-utils
+// and is skipped (one line) where they are missing.
 func DefaultTargets(o TargetOptions) []Target {
 	return []Target{
 		NewNative(),
@@ -53,7 +55,20 @@ func DefaultTargets(o TargetOptions) []Target {
 		NewCrypt(o, "aes-cbc"),
 		NewExt4Loop(o),
 		NewDMCrypt(o),
+		NewEcryptfs(32),
 	}
+}
+
+// ExtraTargets run only when named in --targets: variants of a default
+// target (eCryptfs with its own default 128-bit key).
+func ExtraTargets(o TargetOptions) []Target {
+	return []Target{NewEcryptfs(16)}
+}
+
+// SelectableTargets is what --targets picks from: AllTargets, then
+// ExtraTargets.
+func SelectableTargets(o TargetOptions) []Target {
+	return append(AllTargets(o), ExtraTargets(o)...)
 }
 
 // PeerTargets are the other encrypting filesystems, skipped where they are

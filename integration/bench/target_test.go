@@ -39,7 +39,7 @@ func TestSelectTargets(t *testing.T) {
 	if _, err := SelectTargets(all, []string{"native", "zfs"}); err == nil || !strings.Contains(err.Error(), "zfs") {
 		t.Errorf("unknown target: %v", err)
 	}
-	if d := names(DefaultTargets(TargetOptions{})); d != "native,twin,crypt-xts,crypt-cbc,ext4loop,"+dm {
+	if d := names(DefaultTargets(TargetOptions{})); d != "native,twin,crypt-xts,crypt-cbc,ext4loop,"+dm+",ecryptfs" {
 		t.Errorf("default targets %s", d)
 	}
 }
