@@ -207,6 +207,8 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stderr, "work directory %s: %s\n", ws.Dir, ws.Desc)
+	fmt.Fprintf(stderr, "our mounts run this binary: %s\n", exe)
 	defer func() {
 		if f.keep {
 			fmt.Fprintf(stderr, "kept the work directory %s (%s)\n", ws.Dir, ws.Desc)

@@ -171,6 +171,17 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 		}
 		targets = append(targets, t)
 	}
+	if len(c.Targets) > 0 {
+		var names []string
+		for _, t := range targets {
+			names = append(names, t.Name())
+		}
+		line := fmt.Sprintf("targets: %d of %d available", len(targets), len(c.Targets))
+		if len(names) > 0 {
+			line += ": " + strings.Join(names, ", ")
+		}
+		p.Step(line)
+	}
 	// From here on every target may hold mounts, loop devices or volumes.
 	defer func() {
 		for i := len(targets) - 1; i >= 0; i-- {
@@ -194,6 +205,7 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 			info.Note = n.Note()
 		}
 		p.Phase("setting up " + t.Name())
+		t0 := time.Now()
 		work := filepath.Join(c.Work, "targets", t.Name())
 		serr := mkdirs(work)
 		if serr == nil {
@@ -207,9 +219,16 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 			info.SetupError = serr.Error()
 			setupErr[t.Name()] = serr.Error()
 			p.Warn(fmt.Sprintf("setup of %s failed: %v", t.Name(), serr))
+		} else {
+			line := fmt.Sprintf("%s set up in %s", t.Name(), roundDur(time.Since(t0)))
+			if info.Note != "" {
+				line += " (" + info.Note + ")"
+			}
+			p.Step(line)
 		}
 		res.Targets = append(res.Targets, info)
 	}
+	prep := time.Now()
 	for _, w := range c.Workloads {
 		info := WorkloadInfo{Name: w.Name(), Describe: w.Describe()}
 		p.Phase("preparing " + w.Name())
@@ -223,10 +242,18 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 		}
 		res.Workloads = append(res.Workloads, info)
 	}
+	if len(c.Workloads) > 0 {
+		p.Step(fmt.Sprintf("%d workload(s) prepared in %s", len(c.Workloads), roundDur(time.Since(prep))))
+	}
 
 	total := c.Repeat * len(c.Workloads) * len(targets)
 	n := 0
+	runsStart := time.Now()
 	for r := 1; r <= c.Repeat; r++ {
+		if r > 1 {
+			took := time.Since(runsStart)
+			p.ETA(r-1, c.Repeat, took, took/time.Duration(r-1)*time.Duration(c.Repeat-r+1))
+		}
 		for wi, w := range c.Workloads {
 			for _, t := range targets {
 				if ctx.Err() != nil {

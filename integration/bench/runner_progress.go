@@ -17,6 +17,13 @@ type Progress interface {
 	Skip(target, reason string)
 	// Warn reports a problem that does not stop the bench.
 	Warn(msg string)
+	// Step reports a set-up step done (a target set up, the targets
+	// found, the workloads prepared): one permanent line.
+	Step(msg string)
+	// ETA reports, after each repeat but the last, how long the rest of
+	// the bench should take: the average repeat so far times the repeats
+	// left.
+	ETA(repeat, repeats int, took, left time.Duration)
 	// Start and Done bracket run n of total (1-based).
 	Start(run Run, n, total int)
 	Done(run Run, n, total int)
@@ -24,11 +31,13 @@ type Progress interface {
 
 type nopProgress struct{}
 
-func (nopProgress) Phase(string)        {}
-func (nopProgress) Skip(string, string) {}
-func (nopProgress) Warn(string)         {}
-func (nopProgress) Start(Run, int, int) {}
-func (nopProgress) Done(Run, int, int)  {}
+func (nopProgress) Phase(string)                               {}
+func (nopProgress) Skip(string, string)                        {}
+func (nopProgress) Warn(string)                                {}
+func (nopProgress) Step(string)                                {}
+func (nopProgress) ETA(int, int, time.Duration, time.Duration) {}
+func (nopProgress) Start(Run, int, int)                        {}
+func (nopProgress) Done(Run, int, int)                         {}
 
 // TermProgress prints one line per run. On a terminal (live) the line of
 // the run in progress is redrawn ten times a second with a progress bar,
@@ -43,6 +52,7 @@ type TermProgress struct {
 	since    time.Time
 	n, total int
 	spin     int
+	eta      time.Time // when the bench should end (zero: not known yet)
 	stop     chan struct{}
 	stopped  chan struct{}
 }
@@ -117,6 +127,9 @@ func (p *TermProgress) redraw() {
 			digits(p.total), p.n, p.total)
 	}
 	fmt.Fprintf(&b, "%s %s %5.1fs", p.label, spinner[p.spin%len(spinner)], time.Since(p.since).Seconds())
+	if !p.eta.IsZero() && p.total > 0 {
+		fmt.Fprintf(&b, "  ETA %s (%s left)", p.eta.Format("15:04"), roundDur(max(time.Until(p.eta), 0)))
+	}
 	fmt.Fprint(p.w, b.String())
 }
 
@@ -146,6 +159,29 @@ func (p *TermProgress) Skip(target, reason string) {
 
 func (p *TermProgress) Warn(msg string) { p.line("warning: " + msg) }
 
+func (p *TermProgress) Step(msg string) { p.line(msg) }
+
+func (p *TermProgress) ETA(repeat, repeats int, took, left time.Duration) {
+	end := time.Now().Add(left)
+	p.line(fmt.Sprintf("repeat %d of %d done (%s so far); about %s left, ETA %s",
+		repeat, repeats, roundDur(took), roundDur(left), end.Format("15:04")))
+	p.mu.Lock()
+	p.eta = end
+	p.mu.Unlock()
+}
+
+// roundDur rounds d for people: 1m05s, 12s, 0.4s.
+func roundDur(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		d = d.Round(time.Second)
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d >= 10*time.Second:
+		return d.Round(time.Second).String()
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
 func (p *TermProgress) Start(r Run, n, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -165,7 +201,7 @@ func (p *TermProgress) Done(r Run, n, total int) {
 // runLabel is "[ 3/36] r1 seqwrite    crypt-xts        " (the counter only
 // where no bar shows it).
 func runLabel(r Run, n, total int, counter bool) string {
-	s := fmt.Sprintf("r%d %-10s %-17s", r.Repeat, r.Workload, r.Target)
+	s := fmt.Sprintf("r%d %-13s %-17s", r.Repeat, r.Workload, r.Target)
 	if counter {
 		s = fmt.Sprintf("[%*d/%d] %s", digits(total), n, total, s)
 	}

@@ -468,8 +468,8 @@ func TestTermProgressPlain(t *testing.T) {
 	for _, want := range []string{
 		"skipping cryfs: cryfs is not installed\n",
 		"setting up twin …\n",
-		"[ 3/12] r1 seqwrite   twin                   2.00s     100.0 MiB/s\n",
-		"[ 4/12] r1 seqwrite   crypt-xts          FAIL  mount: boom\n",
+		"[ 3/12] r1 seqwrite      twin                   2.00s     100.0 MiB/s\n",
+		"[ 4/12] r1 seqwrite      crypt-xts          FAIL  mount: boom\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("progress lacks %q:\n%s", want, out)
@@ -488,7 +488,7 @@ func TestTermProgressLive(t *testing.T) {
 	p.Done(Run{Target: "twin", Workload: "seqwrite", Repeat: 1, WallS: 1, Verified: true}, 1, 4)
 	p.Close()
 	out := b.String()
-	if !strings.Contains(out, "\r\x1b[K[░░░░░░░░░░░░░░░░░░░░] 1/4 r1 seqwrite   twin") {
+	if !strings.Contains(out, "\r\x1b[K[░░░░░░░░░░░░░░░░░░░░] 1/4 r1 seqwrite      twin") {
 		t.Errorf("no live line with a bar:\n%q", out)
 	}
 	if !strings.HasSuffix(out, "\r\x1b[K") {
@@ -511,4 +511,80 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// recProgress records the set-up steps and ETAs the runner reports.
+type recProgress struct {
+	nopProgress
+	steps []string
+	etas  []string
+}
+
+func (r *recProgress) Step(msg string) { r.steps = append(r.steps, msg) }
+func (r *recProgress) ETA(repeat, repeats int, took, left time.Duration) {
+	// Each repeat takes about as long as the first: left is the average
+	// so far times the repeats to come.
+	per := took / time.Duration(repeat)
+	r.etas = append(r.etas, fmt.Sprintf("%d/%d left=%d", repeat, repeats, (left+per/2)/per))
+}
+
+// TestRunnerReportsSteps: one line per target set up, one naming the
+// targets found (skipped ones are reported by Skip), one when the
+// workloads are prepared, and an ETA after every repeat but the last.
+func TestRunnerReportsSteps(t *testing.T) {
+	var ev events
+	fakes := newFakes(&ev, "native", "twin", "cryfs")
+	fakes[2].unavailable = errors.New("cryfs is not installed")
+	c := testConfig(t, targetsOf(fakes), &fakeWorkload{name: "w1", ev: &ev}, &fakeWorkload{name: "w2", ev: &ev})
+	c.Repeat = 3
+	rec := &recProgress{}
+	c.Progress = rec
+	if _, err := RunBench(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"targets: 2 of 3 available: native, twin", "native set up in ", "twin set up in ", "2 workload(s) prepared in "}
+	if len(rec.steps) != len(want) {
+		t.Fatalf("steps %q, want %d", rec.steps, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(rec.steps[i], w) {
+			t.Errorf("step %d: %q, want %q…", i, rec.steps[i], w)
+		}
+	}
+	if got := strings.Join(rec.etas, "; "); got != "1/3 left=2; 2/3 left=1" {
+		t.Errorf("ETAs: %s", got)
+	}
+}
+
+// TestTermProgressETA: the ETA is one line with the time left, and the
+// live line shows it from then on.
+func TestTermProgressETA(t *testing.T) {
+	var b syncBuffer
+	p := NewProgress(&b, true)
+	p.ETA(1, 3, 65*time.Second, 130*time.Second)
+	p.Start(Run{Target: "twin", Workload: "seqwrite", Repeat: 2}, 5, 12)
+	time.Sleep(150 * time.Millisecond)
+	p.Close()
+	out := b.String()
+	if !strings.Contains(out, "repeat 1 of 3 done (1m05s so far); about 2m10s left, ETA ") {
+		t.Errorf("no ETA line: %q", out)
+	}
+	if !strings.Contains(out, "ETA ") || !strings.Contains(out, " left)") {
+		t.Errorf("live line without the ETA: %q", out)
+	}
+}
+
+// TestRunLabelAligned: the longest workload name keeps the target and the
+// result in their columns.
+func TestRunLabelAligned(t *testing.T) {
+	var width int
+	for _, w := range Workloads() {
+		l := runLabel(Run{Target: "twin", Workload: w.Name(), Repeat: 1}, 1, 9, true)
+		if width == 0 {
+			width = len(l)
+		}
+		if len(l) != width || strings.Index(l, "twin") != strings.Index(runLabel(Run{Target: "twin", Workload: "seqwrite", Repeat: 1}, 1, 9, true), "twin") {
+			t.Errorf("label %q out of line (width %d, want %d)", l, len(l), width)
+		}
+	}
 }
