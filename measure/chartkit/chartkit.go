@@ -112,7 +112,17 @@ func (b *Bars) Plot(c draw.Canvas, p *plot.Plot) {
 }
 
 func (b *Bars) glyphStyle() draw.GlyphStyle {
-	return draw.GlyphStyle{Color: color.Black, Radius: min(b.Width/2.5, vg.Points(3.5)), Shape: b.Style.Glyph}
+	return draw.GlyphStyle{Color: contrast(b.Style.Color), Radius: min(b.Width/2.5, vg.Points(3.5)), Shape: b.Style.Glyph}
+}
+
+// contrast is the colour of a glyph drawn over c: white on a dark colour,
+// black on a light one.
+func contrast(c color.Color) color.Color {
+	r, g, b, _ := c.RGBA()
+	if (299*r+587*g+114*b)/1000 < 0x6000 {
+		return color.White
+	}
+	return color.Black
 }
 
 // DataRange implements plot.DataRanger: the categories on X, the values
@@ -144,7 +154,7 @@ func (b *Bars) Thumbnail(c *draw.Canvas) {
 		{X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y},
 	}
 	c.FillPolygon(b.Style.Color, c.ClipPolygonY(pts))
-	c.DrawGlyphNoClip(draw.GlyphStyle{Color: color.Black, Radius: vg.Points(3), Shape: b.Style.Glyph}, c.Center())
+	c.DrawGlyphNoClip(draw.GlyphStyle{Color: contrast(b.Style.Color), Radius: vg.Points(3), Shape: b.Style.Glyph}, c.Center())
 }
 
 // Render draws p with its legend and notes (lines of text that define the
