@@ -124,7 +124,9 @@ func (w *SrcTree) Run(ctx context.Context, dir string, env *Env) (Result, error)
 	counts := &lineCounter{counts: map[byte]int{}}
 	var lsExt func() (time.Duration, time.Duration, error)
 	if p := lookProgram("ls", w.noPrograms); p != "" {
-		lsExt = shellCmd{dir: dir, script: `exec "$1" -lR src`, args: []string{p}, stdout: counts}.runner(ctx)
+		// -A: Go's full src has hidden entries (embed's testdata/.hidden),
+		// which plain -lR leaves out of the listing and so of the count.
+		lsExt = shellCmd{dir: dir, script: `exec "$1" -lRA src`, args: []string{p}, stdout: counts}.runner(ctx)
 	}
 	if err := step("lsR_s", lsExt, func() error { return lsGo(ctx, filepath.Join(dir, "src"), counts) }); err != nil {
 		return Result{}, err

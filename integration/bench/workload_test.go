@@ -365,3 +365,29 @@ func TestParseFIO(t *testing.T) {
 		t.Error("job error accepted")
 	}
 }
+
+// TestSrcTreeHiddenEntries: at size default the tarball is all of Go's
+// src, hidden directories and files included (src/embed/internal/
+// embedtest/testdata/.hidden); the listing counts them like the tarball
+// does, with ls and with the Go implementation.
+func TestSrcTreeHiddenEntries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("untars all of Go's src")
+	}
+	root := goSrcDir()
+	if root == "" {
+		t.Skip("skipping: Go's src not found")
+	}
+	if _, err := os.Stat(filepath.Join(root, "embed", "internal", "embedtest", "testdata", ".hidden")); err != nil {
+		t.Skipf("skipping: this Go's src has no hidden test data: %v", err)
+	}
+	for _, noProg := range []bool{false, true} {
+		env := wlEnv(t)
+		env.Size = SizeDefault
+		res, dir, err := wlRun(t, &SrcTree{noPrograms: noProg}, env)
+		if err != nil {
+			t.Fatalf("noPrograms=%v: %v", noProg, err)
+		}
+		wlCheckResult(t, "srctree", res, dir)
+	}
+}
