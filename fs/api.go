@@ -53,6 +53,14 @@ type Options struct {
 	FSName string
 	// Recorder times every operation (nil: instrumentation off).
 	Recorder *measure.Recorder
+	// SharedStorage is for a LOWER that is changed by others too while
+	// mounted (a cloud-sync folder, a second mount of the same volume,
+	// like gocryptfs -sharedstorage): the kernel keeps names and
+	// attributes for SharedCacheTimeout only, so that changes made behind
+	// the mount show within it. Without it the kernel keeps them for
+	// CacheTimeout, which is correct because every change goes through
+	// this daemon and the kernel updates or drops what each one touches.
+	SharedStorage bool
 	// Mirror, if set, is a plain directory to which every operation on
 	// the mount is applied as well, through the null transform, timed
 	// separately and paired with the mount's timing (mirror mode). It puts
@@ -60,6 +68,25 @@ type Options struct {
 	// start as a copy of the mount's plaintext (empty for a new volume).
 	Mirror string
 }
+
+// CacheTimeout is how long the kernel may keep a name (or its absence)
+// and a file's attributes without asking the daemon again. LOWER is
+// changed by this daemon alone, and every change it makes is one the
+// kernel sees and accounts for: replies to CREATE, MKDIR, LINK, SETATTR
+// and WRITE carry the new attributes; after UNLINK, RMDIR, RENAME, LINK
+// and the creates it drops the attributes of the parent directories and
+// of the inode whose link count changed (fs/fuse/dir.c); after SETXATTR
+// and REMOVEXATTR, ACLs included, those of the inode (the mode an ACL
+// sets, the ctime); after a WRITE that drops set-user-ID bits its mode;
+// after READ and READDIR its atime. So a long lifetime costs no
+// correctness, and saves two LOOKUPs or a GETATTR per file on every
+// walk of a tree that has not changed (TestCacheSeesDaemonChanges).
+const CacheTimeout = 30 * time.Second
+
+// SharedCacheTimeout is the lifetime of names and attributes with
+// Options.SharedStorage: changes made to LOWER behind the mount show
+// within it.
+const SharedCacheTimeout = time.Second
 
 // Mount mounts the filesystem described by o at mnt and returns the running
 // server; call Unmount on it (or umount the path) to stop, and Wait to block
@@ -90,7 +117,10 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if o.NoExec {
 		mountOpts = append(mountOpts, "noexec")
 	}
-	second := time.Second
+	ttl := CacheTimeout
+	if o.SharedStorage {
+		ttl = SharedCacheTimeout
+	}
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:       fsName,
@@ -115,9 +145,9 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		},
 		// Mode 0 is a mode like any other (chmod 000), not "unset".
 		NullPermissions: true,
-		EntryTimeout:    &second,
-		AttrTimeout:     &second,
-		NegativeTimeout: &second,
+		EntryTimeout:    &ttl,
+		AttrTimeout:     &ttl,
+		NegativeTimeout: &ttl,
 	}
 	// The root's inode number is its lower directory's, as every other
 	// node's is (stableAttr); go-fuse would otherwise report 0.

@@ -57,7 +57,7 @@ func (ft *faultTarget) crypt() bool { return ft.tm != nil && ft.tm.cfg != nil }
 // variant. prep, if not nil, gets each fresh lower directory (the native
 // one too) and returns the directory to use in its place: the mount's
 // LOWER, or for native the directory the application works in.
-func faultTargets(t *testing.T, native bool, prep func(t *testing.T, name, lower string) string) []*faultTarget {
+func faultTargets(t *testing.T, native bool, prep func(t *testing.T, name, lower string) string, mutate ...func(*Options)) []*faultTarget {
 	t.Helper()
 	requireFUSE(t)
 	var out []*faultTarget
@@ -81,7 +81,7 @@ func faultTargets(t *testing.T, native bool, prep func(t *testing.T, name, lower
 		if prep != nil {
 			tm.lower = prep(t, v.name, tm.lower)
 		}
-		tm.mount(t)
+		tm.mount(t, mutate...)
 		ft.dir = tm.mnt
 		out = append(out, ft)
 	}
@@ -534,7 +534,8 @@ func TestFaultReadOnlyLower(t *testing.T) {
 // the question makes sense natively, what native gives), and the rest of
 // the volume stays intact.
 func TestFaultLowerDeletedBehindBack(t *testing.T) {
-	targets := faultTargets(t, true, nil)
+	// LOWER changed behind the mount: what Options.SharedStorage is for.
+	targets := faultTargets(t, true, nil, func(o *Options) { o.SharedStorage = true })
 	et := newFaultTable(targets)
 	before := map[string]map[string]string{}
 	open := map[string]*os.File{}
@@ -647,9 +648,9 @@ func TestFaultLowerDeletedBehindBack(t *testing.T) {
 			}
 		}
 	}
-	// After the kernel's entry and attribute timeouts (1 s) every name
-	// is looked up again: all three are gone, and can be made anew.
-	time.Sleep(1100 * time.Millisecond)
+	// After the kernel's entry and attribute timeouts (SharedCacheTimeout)
+	// every name is looked up again: all three are gone, and can be made anew.
+	time.Sleep(SharedCacheTimeout + 100*time.Millisecond)
 	for _, ft := range targets {
 		for _, p := range []string{"victimA", "victimB", "victimC", "victimC/f1"} {
 			_, err := os.Lstat(filepath.Join(ft.dir, p))

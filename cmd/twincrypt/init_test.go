@@ -136,3 +136,14 @@ func TestChildArgsNeverCarryThePassphrase(t *testing.T) {
 		t.Errorf("childArgs = %q, want %q", got, want)
 	}
 }
+
+// The background process mounts with --shared-storage when asked to.
+func TestChildArgsCarrySharedStorage(t *testing.T) {
+	plan := &mountPlan{lower: "/l", mnt: "/m"}
+	for _, shared := range []bool{false, true} {
+		got := strings.Join(childArgs(mountFlags{sharedStorage: shared}, plan), " ")
+		if has := strings.Contains(got, " --shared-storage "); has != shared {
+			t.Errorf("sharedStorage %v: childArgs = %q", shared, got)
+		}
+	}
+}

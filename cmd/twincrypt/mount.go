@@ -26,6 +26,7 @@ type mountFlags struct {
 	passfile          string
 	passthrough       bool
 	kernelPassthrough bool
+	sharedStorage     bool
 	ro                bool
 	opts              []string
 	background        bool
@@ -66,6 +67,13 @@ of FUSE alone. --kernel-passthrough (twin only) lets the kernel serve reads
 and writes straight from the lower files, as go-fuse's loopback does by
 default when run as root; such a twin is fast but measures nothing.
 
+--shared-storage is for a LOWER that something else changes too while it is
+mounted: a cloud-sync folder, a second mount of the same volume (gocryptfs's
+-sharedstorage). The kernel then keeps names and attributes for 1 s only, so
+changes made behind the mount show within a second, at the cost of more
+lookups. Without it the kernel keeps them for 30 s: right and faster when
+every change goes through this mount.
+
 Mount options (-o, comma separated, may repeat):
   allow_other   let other users access the mount (needs user_allow_other in
                 /etc/fuse.conf when not root)
@@ -77,7 +85,7 @@ Mount options (-o, comma separated, may repeat):
 mount(8) and /etc/fstab reach twincrypt through fuse3's mount.fuse3 as
 'twincrypt LOWER MNT -o OPTIONS' (type fuse.twincrypt), which is this
 command with --background --quiet; -o there also takes passfile=FILE,
-log=FILE, oplog=FILE, summary=FILE, passthrough and rw, and accepts fstab's
+log=FILE, oplog=FILE, summary=FILE, passthrough, shared_storage and rw, and accepts fstab's
 own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
 README and docs/systemd/.
 
@@ -108,6 +116,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
+	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
 	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec (comma separated)")
 	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")
@@ -290,6 +299,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			AllowOther:        plan.opts.allowOther,
 			NoExec:            plan.opts.noexec,
 			KernelPassthrough: f.kernelPassthrough,
+			SharedStorage:     f.sharedStorage,
 			Debug:             plan.opts.debug,
 			Log:               log,
 		})

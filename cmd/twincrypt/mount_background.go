@@ -41,6 +41,9 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.kernelPassthrough {
 		args = append(args, "--kernel-passthrough")
 	}
+	if f.sharedStorage {
+		args = append(args, "--shared-storage")
+	}
 	if o := plan.opts.String(); o != "" {
 		args = append(args, "-o", o)
 	}
