@@ -2471,6 +2471,22 @@ func TestDifferentialBugRootNlinkLinkStore(t *testing.T) {
 	})
 }
 
+// Found with seed 201 (2000 steps, concurrent, shrunk), fixed since
+// (node.dirs): a directory that is open but removed could not be opened
+// again through /proc/self/fd/N (ENOENT); natively it can.
+func TestDifferentialBugReopenRemovedDir(t *testing.T) {
+	bugTestDots(t, "an open, removed directory cannot be reopened through /proc/self/fd", false, []diffOp{
+		{kind: dMkdir, path: "c0", mode: 0755},
+		{kind: dMkdir, path: "c0/d", mode: 0755},
+		{kind: dAsMkdir, path: "c0/d/e", mode: 03777, umask: 022},
+		{kind: dMkdir, path: "c0/e", mode: 0777},
+		{kind: dOpen, slot: 3, path: "c0/d/e", flags: unix.O_RDONLY | unix.O_APPEND, mode: 0644},
+		{kind: dRename, path: "c0/d", path2: "c0/e/" + strings.Repeat("D", 200)},
+		{kind: dRmdir, path: "c0/e/" + strings.Repeat("D", 200) + "/e"},
+		{kind: dReopen, slot: 3, n: 40216},
+	})
+}
+
 // Found while checking issue #11 (the SEEK_DATA check reads a write-only
 // slot through /proc/self/fd), fixed since (node.reopen): a file that is
 // open but unlinked could not be opened again through /proc/self/fd/N on

@@ -34,7 +34,11 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return &dirHandle{n: n, fd: fd}, 0, 0
+	d := &dirHandle{n: n, fd: fd}
+	n.filesMu.Lock()
+	n.dirs = append(n.dirs, d)
+	n.filesMu.Unlock()
+	return d, 0, 0
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
@@ -76,6 +80,17 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 }
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	d.n.filesMu.Lock()
+	for i, e := range d.n.dirs {
+		if e == d {
+			last := len(d.n.dirs) - 1
+			d.n.dirs[i] = d.n.dirs[last]
+			d.n.dirs[last] = nil
+			d.n.dirs = d.n.dirs[:last]
+			break
+		}
+	}
+	d.n.filesMu.Unlock()
 	syscall.Close(d.fd)
 }
 

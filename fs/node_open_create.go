@@ -193,7 +193,7 @@ func (n *node) unlinked() bool {
 	return parent == nil
 }
 
-// openUnlinked opens the unlinked file n on side s with the lower flags
+// openUnlinked opens the unlinked file (or removed directory) n on side s with the lower flags
 // flags, through one of its open lower descriptors: the /proc magic link
 // of our own descriptor reaches the very inode, deleted or not, and
 // nothing in LOWER is resolved. This is how an open of /proc/PID/fd/N
@@ -214,6 +214,12 @@ func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
 		// Without O_NOFOLLOW: with it, an O_PATH open would give the
 		// magic link itself, and any other open ELOOP.
 		nfd, err := unix.Open(procFd(fd), flags&^syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		a.lowerSince(t0)
+		return nfd, toErrno(err)
+	}
+	if s == n.r.main && len(n.dirs) > 0 {
+		t0 := a.now()
+		nfd, err := unix.Open(procFd(n.dirs[0].fd), flags&^syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 		a.lowerSince(t0)
 		return nfd, toErrno(err)
 	}

@@ -77,6 +77,10 @@ type node struct {
 	// through one of them (reopen).
 	filesMu sync.Mutex
 	files   []*file
+	// dirs are the open handles of a directory node, which reach it the
+	// same way once it is removed (an open of /proc/PID/fd/N of a
+	// removed directory).
+	dirs []*dirHandle
 }
 
 func (n *node) isRoot() bool { return n == n.r.rootNode }
