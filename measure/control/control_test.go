@@ -306,23 +306,8 @@ func TestListenRefusesUnsafeDir(t *testing.T) {
 func TestQueryOtherUserPermissionDenied(t *testing.T) {
 	base, helper := otherUserBase(t)
 	xdg := "XDG_RUNTIME_DIR=" + base // both users look in the same place
-	srv := asUser(helper, uidNobody, "listen", "/mnt/shared", xdg)
-	stdin, err := srv.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Wait()
-	defer stdin.Close()
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ok ") {
-		t.Fatalf("daemon of nobody: %q", line)
-	}
+	stop := startAsNobody(t, helper, "listen", xdg)
+	defer stop()
 	out, err := asUser(helper, uidOther, "query", "/mnt/shared", xdg).CombinedOutput()
 	line := strings.TrimSpace(string(out))
 	if err == nil || !strings.HasPrefix(line, "err permission=true ") || !strings.Contains(line, "permission denied") {
@@ -343,23 +328,8 @@ func TestQueryOtherUserPermissionDenied(t *testing.T) {
 func TestQueryRefusesForeignServer(t *testing.T) {
 	base, helper := otherUserBase(t)
 	xdg := "XDG_RUNTIME_DIR=" + base
-	fake := asUser(helper, uidNobody, "fake", "/mnt/shared", xdg)
-	stdin, err := fake.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := fake.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fake.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer fake.Wait()
-	defer stdin.Close()
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ok ") {
-		t.Fatalf("fake server of nobody: %q", line)
-	}
+	stop := startAsNobody(t, helper, "fake", xdg)
+	defer stop()
 	out, err := asUser(helper, uidOther, "query", "/mnt/shared", xdg).CombinedOutput()
 	line := strings.TrimSpace(string(out))
 	if err == nil || !strings.HasPrefix(line, "err permission=false foreign=true ") {
@@ -372,4 +342,32 @@ func TestQueryRefusesForeignServer(t *testing.T) {
 	if out, err := asUser(helper, uidNobody, "query", "/mnt/shared", xdg).CombinedOutput(); err != nil || !strings.Contains(string(out), "owned") {
 		t.Errorf("query by the fake server's own user: %v: %s", err, out)
 	}
+}
+
+// startAsNobody starts the helper's server mode verb ("listen", "fake")
+// for /mnt/shared as user nobody and waits until it serves; stop ends it
+// (closing its stdin) and waits for it.
+func startAsNobody(t *testing.T, helper, verb, xdg string) (stop func()) {
+	t.Helper()
+	srv := asUser(helper, uidNobody, verb, "/mnt/shared", xdg)
+	stdin, err := srv.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		stdin.Close()
+		srv.Wait()
+	}
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ok ") {
+		stop()
+		t.Fatalf("%s server of nobody: %q", verb, line)
+	}
+	return stop
 }
