@@ -34,6 +34,11 @@ type ioState struct {
 	fc *content.FileCipher
 	// bad is set when the header or size is corrupt: the file gives EIO.
 	bad error
+	// noHeader is set when the header is all zeros: the first page of the
+	// lower file never reached the disk before a crash (FORMAT.md §7).
+	// The file reads as zeros, as a native file whose pages were lost
+	// does, and its first write or truncate starts it afresh.
+	noHeader bool
 	// The header is read at the first I/O, not at open, so that opening
 	// a file (and fstat on it) leaves its atime alone, as natively.
 	// hdrMu serialises that first read among concurrent readers.
@@ -73,7 +78,7 @@ func (c *cryptIO) fail(h *ioState, err error) syscall.Errno {
 }
 
 func (c *cryptIO) open(a *acct, h *ioState, fd int, st *syscall.Stat_t) syscall.Errno {
-	h.fc, h.bad, h.size = nil, nil, 0
+	h.fc, h.bad, h.size, h.noHeader = nil, nil, 0, false
 	h.hdrLoaded.Store(true)
 	size, err := content.PlainSize(st.Size)
 	if err != nil {
@@ -111,6 +116,15 @@ func (c *cryptIO) loadHeader(a *acct, h *ioState, fd int) syscall.Errno {
 		h.bad = fmt.Errorf("read header: %d of %d bytes", n, headerSize)
 		return c.fail(h, h.bad)
 	}
+	if content.IsZero(b[:]) {
+		// Without a file id no unit can be decrypted: the content is
+		// lost, and reads as zeros rather than EIO, so that applications
+		// recovering after a crash (a hot SQLite journal, a log replay)
+		// see what they would see natively, a file of zeros.
+		h.noHeader = true
+		c.log.Warn().Str("lower", h.lowerPath).Msg("header is all zeros (never reached the disk before a crash?): the file reads as zeros")
+		return 0
+	}
 	hdr, err := content.ParseHeader(b[:])
 	if err == nil {
 		t0 := a.now()
@@ -135,6 +149,17 @@ func (c *cryptIO) ensureHeader(a *acct, h *ioState, fd int) syscall.Errno {
 	}
 	if h.fc != nil {
 		return 0
+	}
+	if h.noHeader {
+		// Units stored under the lost file id would decrypt to garbage
+		// under the new one: make them holes (zeros), as they read now.
+		if err := a.ftruncate(fd, 0); err != nil {
+			return toErrno(err)
+		}
+		if err := a.ftruncate(fd, content.LowerSize(h.size)); err != nil {
+			return toErrno(err)
+		}
+		h.noHeader = false
 	}
 	hdr := c.engine.NewHeader()
 	var b [headerSize]byte
@@ -187,6 +212,10 @@ func (c *cryptIO) read(a *acct, h *ioState, fd int, dst []byte, off int64) (int,
 		return 0, 0
 	}
 	end := min(off+int64(len(dst)), size)
+	if h.fc == nil && h.noHeader {
+		clear(dst[:end-off])
+		return int(end - off), 0
+	}
 	if h.fc == nil {
 		return 0, c.fail(h, fmt.Errorf("file of %d bytes without a header", size))
 	}
@@ -406,7 +435,7 @@ func (c *cryptIO) truncate(a *acct, h *ioState, fd int, size int64) syscall.Errn
 		if err := a.ftruncate(fd, 0); err != nil {
 			return toErrno(err)
 		}
-		h.fc, h.bad, h.size = nil, nil, 0
+		h.fc, h.bad, h.size, h.noHeader = nil, nil, 0, false
 		h.hdrLoaded.Store(true)
 		return 0
 	case size == oldSize:

@@ -13,6 +13,7 @@ var (
 	flagStates = flag.Int("crash.states", 4, "crash states per workload and variant checked by TestCrashStates")
 	flagOnly   = flag.String("crash.only", "", "run only workload/variant pairs containing this substring")
 	flagSeed   = flag.Int64("crash.seed", 1, "seed of the crash-state sampling")
+	flagKeep   = flag.String("crash.keep", "", "directory that receives every state with a violation")
 )
 
 // TestCrashStates runs every workload on every variant and checks a few
@@ -23,7 +24,7 @@ func TestCrashStates(t *testing.T) {
 		t.Skip("the recording lower layer mounts with DirectMount: root only")
 	}
 	res, err := Run(t.TempDir(), Workloads, Options{
-		MaxStates: *flagStates, Subsets: 2, Seed: *flagSeed, Out: testWriter{t},
+		MaxStates: *flagStates, Subsets: 2, Seed: *flagSeed, Out: testWriter{t}, KeepDir: *flagKeep,
 		Only: func(w, v string) bool { return *flagOnly == "" || strings.Contains(w+"/"+v, *flagOnly) },
 	})
 	if err != nil {
@@ -52,7 +53,13 @@ func TestDumpLog(t *testing.T) {
 			w = x
 		}
 	}
-	r, err := record(t.TempDir(), w, Variants[2])
+	v := Variants[0]
+	for _, x := range Variants {
+		if x.Name == os.Getenv("CRASHSIM_VARIANT") {
+			v = x
+		}
+	}
+	r, err := record(t.TempDir(), w, v)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,8 @@ type Env struct {
 
 type promise struct {
 	path    string
-	content []byte // nil: a symlink with target
+	content []byte
+	link    bool // a symlink to target
 	target  string
 	from    int
 	until   int // -1: to the end
@@ -55,7 +56,7 @@ func (e *Env) Durable(path string, content []byte) {
 
 // DurableLink promises that the symlink path points to target.
 func (e *Env) DurableLink(path, target string) {
-	e.promises = append(e.promises, promise{path: path, target: target, from: e.Mark(), until: -1})
+	e.promises = append(e.promises, promise{path: path, link: true, target: target, from: e.Mark(), until: -1})
 }
 
 // Until ends the promises about path: the workload is about to change it.
@@ -203,7 +204,7 @@ func (e *Env) checkPromises(mnt string, crash int) []string {
 			continue
 		}
 		fp := filepath.Join(mnt, p.path)
-		if p.content == nil {
+		if p.link {
 			t, err := os.Readlink(fp)
 			if err != nil || t != p.target {
 				out = append(out, fmt.Sprintf("durable symlink %s: %q, %v; want %q", p.path, t, err, p.target))

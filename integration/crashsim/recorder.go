@@ -383,8 +383,10 @@ var _ = (loopbackDir)((*recDir)(nil))
 func (d *recDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	return d.ds.Readdirent(ctx)
 }
-func (d *recDir) Releasedir(ctx context.Context, flags uint32)        { d.ds.Releasedir(ctx, flags) }
-func (d *recDir) Seekdir(ctx context.Context, off uint64) syscall.Errno { return d.ds.Seekdir(ctx, off) }
+func (d *recDir) Releasedir(ctx context.Context, flags uint32) { d.ds.Releasedir(ctx, flags) }
+func (d *recDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	return d.ds.Seekdir(ctx, off)
+}
 func (d *recDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	d.r.mu.Lock()
 	defer d.r.mu.Unlock()

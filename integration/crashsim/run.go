@@ -61,6 +61,10 @@ type Options struct {
 	// StateFilter, if set, checks only the states it accepts (regression
 	// tests replay one state).
 	StateFilter func(i int, s State) bool
+	// KeepDir, if set, receives a copy of every state with a violation
+	// (its lower directory as materialised, before the checks touched
+	// it), the violations and the log up to the crash.
+	KeepDir string
 }
 
 // Violation is one broken promise in one crash state.
@@ -245,6 +249,9 @@ func runOne(dir string, w Workload, v Variant, opt Options) (int, int, []Violati
 		}
 		n++
 		msgs, err := r.check(filepath.Join(dir, "state"), s)
+		if len(msgs) > 0 && opt.KeepDir != "" {
+			r.keep(filepath.Join(opt.KeepDir, fmt.Sprintf("%s-%s-%d", w.Name, v.Name, i)), s, msgs)
+		}
 		if err != nil {
 			return n, len(r.ops), viol, fmt.Errorf("state %d (%s): %w", i, s.Desc, err)
 		}
@@ -355,7 +362,7 @@ func (r *recorded) check(dir string, s State) (msgs []string, err error) {
 		return msgs, uerr
 	}
 	if len(msgs) > 0 && strings.TrimSpace(log.String()) != "" {
-		bad("(mount log: %s)", truncate(log.String(), 600))
+		bad("(mount log: %s)", truncate(log.String(), 2000))
 	}
 
 	// fsck --repair, then clean; the untouched lower files as they were.
@@ -389,4 +396,31 @@ func truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// keep writes state s (materialised again), msgs and the log to dir.
+func (r *recorded) keep(dir string, s State, msgs []string) {
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Join(dir, "lower"), 0755); err != nil {
+		return
+	}
+	s.Build(r.start, r.ops).Materialise(filepath.Join(dir, "lower"))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", s.Desc)
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "%s\n", m)
+	}
+	b.WriteString("\nlog (K: kept in this state):\n")
+	for i, o := range r.ops {
+		mark := " "
+		if i < s.Crash && s.Keep[i] {
+			mark = "K"
+		}
+		if i == s.Crash {
+			b.WriteString("---- crash ----\n")
+		}
+		fmt.Fprintf(&b, "%s %4d %s\n", mark, i, o)
+	}
+	os.WriteFile(filepath.Join(dir, "README"), []byte(b.String()), 0644)
+	os.WriteFile(filepath.Join(dir, "master.hex"), []byte(fmt.Sprintf("%x\n", r.master)), 0600)
 }
