@@ -28,6 +28,8 @@ type cryptTransform struct {
 	engine *content.Engine
 	io     *cryptIO
 	log    zerolog.Logger
+	// pending: IVs and sidecars not yet durable (pending_names.go).
+	pending pendingNames
 }
 
 var _ transform = (*cryptTransform)(nil)
@@ -141,8 +143,21 @@ func (t *cryptTransform) writeLong(a *acct, d dirLoc, lower, long string) syscal
 	if b, err := readSmallFile(d.fd, rel, names.MaxSidecarSize); err == nil && string(b) == long {
 		return 0
 	}
-	return writeSmallFile(d.fd, rel, []byte(long), 0400)
+	return t.writePending(d.fd, rel, []byte(long))
 }
+
+// writePending writes a directory IV or a sidecar and keeps it for the
+// next fsync (pendingNames).
+func (t *cryptTransform) writePending(dirFd int, rel string, data []byte) syscall.Errno {
+	fd, errno := writeSmallFileFd(dirFd, rel, data, 0400)
+	if errno != 0 {
+		return errno
+	}
+	t.pending.add(fd)
+	return 0
+}
+
+func (t *cryptTransform) syncPending() syscall.Errno { return t.pending.sync() }
 
 func (t *cryptTransform) dropLong(a *acct, d dirLoc, lower string) {
 	if t.names != nil && names.IsLong(lower) {
@@ -158,7 +173,7 @@ func (t *cryptTransform) newDir(a *acct, d dirLoc) syscall.Errno {
 	defer a.lowerSince(a.now())
 	iv := make([]byte, names.DirIVSize)
 	randRead(iv)
-	return writeSmallFile(d.fd, d.file(names.DirIVFile), iv, 0400)
+	return t.writePending(d.fd, d.file(names.DirIVFile), iv)
 }
 
 func (t *cryptTransform) readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno) {
@@ -444,6 +459,16 @@ func readSmallFile(dirFd int, rel string, max int) ([]byte, error) {
 // overwrite. Readers see the old content or the new, never a truncated
 // file.
 func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Errno {
+	fd, errno := writeSmallFileFd(dirFd, rel, data, mode)
+	if errno == 0 {
+		syscall.Close(fd)
+	}
+	return errno
+}
+
+// writeSmallFileFd is writeSmallFile that returns the file still open
+// (write-only), for an fsync later.
+func writeSmallFileFd(dirFd int, rel string, data []byte, mode uint32) (int, syscall.Errno) {
 	dir, name := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		dir, name = rel[:i], rel[i+1:]
@@ -451,7 +476,7 @@ func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Err
 	if dir != "" {
 		fd, err := openBeneath(dirFd, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
-			return toErrno(err)
+			return -1, toErrno(err)
 		}
 		defer syscall.Close(fd)
 		dirFd = fd
@@ -461,20 +486,18 @@ func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Err
 	tmp := names.TmpPrefix + hex.EncodeToString(rnd[:])
 	fd, err := unix.Openat(dirFd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
-		return toErrno(err)
+		return -1, toErrno(err)
 	}
 	_, err = pwriteFull(fd, data, 0)
-	if cerr := syscall.Close(fd); err == nil {
-		err = cerr
-	}
 	if err == nil {
 		err = unix.Renameat(dirFd, tmp, dirFd, name)
 	}
 	if err != nil {
+		syscall.Close(fd)
 		unix.Unlinkat(dirFd, tmp, 0)
-		return toErrno(err)
+		return -1, toErrno(err)
 	}
-	return 0
+	return fd, 0
 }
 
 // isNotExist reports a missing file in any of the error forms we meet.
