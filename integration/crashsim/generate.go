@@ -233,3 +233,23 @@ func Generate(ops []Op, opt GenOptions, promiseKey func(crash int) string) []Sta
 	}
 	return states
 }
+
+// Pick builds the state "crash after ops[:crash], the first metaCut
+// metadata operations persisted (at least those the model forces), every
+// page kept except those drop selects and the model does not force": the
+// regression tests name the state that showed a bug this way.
+func Pick(ops []Op, crash, metaCut int, drop func(i int, o Op) bool) State {
+	m := newModel(ops)
+	metaCut = max(min(metaCut, m.metaBefore[crash]), m.forcedMeta[crash])
+	keep := make([]bool, crash)
+	for i := 0; i < crash; i++ {
+		o := ops[i]
+		switch {
+		case o.Kind.IsMeta():
+			keep[i] = m.metaBefore[i] < metaCut
+		case o.Kind == OpWrite:
+			keep[i] = m.dataBarrier[i] < crash || !drop(i, o)
+		}
+	}
+	return State{Crash: crash, Keep: keep, MetaCut: metaCut, Desc: fmt.Sprintf("picked: crash after op %d, %d metadata ops", crash, metaCut)}
+}
