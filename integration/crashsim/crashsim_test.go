@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twincrypt/twincrypt/integration"
 )
 
 var (
@@ -19,10 +18,7 @@ var (
 // TestCrashStates runs every workload on every variant and checks a few
 // of their crash states (make crash-states checks many more).
 func TestCrashStates(t *testing.T) {
-	integration.RequireFUSE(t)
-	if os.Geteuid() != 0 {
-		t.Skip("the recording lower layer mounts with DirectMount: root only")
-	}
+	requireRecorder(t, "sqlite3", "git", "tar")
 	res, err := Run(t.TempDir(), Workloads, Options{
 		MaxStates: *flagStates, Subsets: 2, Seed: *flagSeed, Out: testWriter{t}, KeepDir: *flagKeep,
 		Only: func(w, v string) bool { return *flagOnly == "" || strings.Contains(w+"/"+v, *flagOnly) },

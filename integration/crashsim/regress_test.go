@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,11 +16,16 @@ import (
 // records a small workload, builds the one state with Pick and checks it
 // as make crash-states does.
 
-func requireRecorder(t *testing.T) {
+func requireRecorder(t *testing.T, tools ...string) {
 	t.Helper()
 	integration.RequireFUSE(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the recording lower layer mounts with DirectMount: root only")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (Debian package %s)", tool, tool)
+		}
 	}
 }
 
@@ -130,7 +136,7 @@ func TestCrashRegressionZeroHeader(t *testing.T) {
 // fdatasync), the journal's first page lost: the database must open and
 // hold every committed transaction (it gave "disk I/O error").
 func TestCrashRegressionSQLiteHotJournal(t *testing.T) {
-	requireRecorder(t)
+	requireRecorder(t, "sqlite3")
 	w := Workloads[3]
 	if w.Name != "sqlite-rollback" {
 		t.Fatal("Workloads changed: want sqlite-rollback at index 3")
