@@ -150,11 +150,10 @@ func (t *cryptTransform) writeLong(a *acct, d dirLoc, lower, long string) syscal
 // next fsync (pendingNames).
 func (t *cryptTransform) writePending(dirFd int, rel string, data []byte) syscall.Errno {
 	fd, errno := writeSmallFileFd(dirFd, rel, data, 0400)
-	if errno != 0 {
-		return errno
+	if fd >= 0 {
+		t.pending.add(fd)
 	}
-	t.pending.add(fd)
-	return 0
+	return errno
 }
 
 func (t *cryptTransform) syncPending() syscall.Errno { return t.pending.sync() }
@@ -460,14 +459,14 @@ func readSmallFile(dirFd int, rel string, max int) ([]byte, error) {
 // file.
 func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Errno {
 	fd, errno := writeSmallFileFd(dirFd, rel, data, mode)
-	if errno == 0 {
+	if fd >= 0 {
 		syscall.Close(fd)
 	}
 	return errno
 }
 
-// writeSmallFileFd is writeSmallFile that returns the file still open
-// (write-only), for an fsync later.
+// writeSmallFileFd is writeSmallFile that returns the new file open
+// read-only, for an fsync later (-1 when it is durable already).
 func writeSmallFileFd(dirFd int, rel string, data []byte, mode uint32) (int, syscall.Errno) {
 	dir, name := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
@@ -489,15 +488,29 @@ func writeSmallFileFd(dirFd int, rel string, data []byte, mode uint32) (int, sys
 		return -1, toErrno(err)
 	}
 	_, err = pwriteFull(fd, data, 0)
+	// The descriptor kept is read-only: a file open for writing would
+	// make a read-only remount of LOWER's filesystem fail (EBUSY).
+	rfd := -1
+	if err == nil {
+		if rfd, err = unix.Openat(dirFd, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+			// Not kept for later: durable now.
+			rfd, err = -1, syscall.Fsync(fd)
+		}
+	}
+	if cerr := syscall.Close(fd); err == nil {
+		err = cerr
+	}
 	if err == nil {
 		err = unix.Renameat(dirFd, tmp, dirFd, name)
 	}
 	if err != nil {
-		syscall.Close(fd)
+		if rfd >= 0 {
+			syscall.Close(rfd)
+		}
 		unix.Unlinkat(dirFd, tmp, 0)
 		return -1, toErrno(err)
 	}
-	return fd, 0
+	return rfd, 0
 }
 
 // isNotExist reports a missing file in any of the error forms we meet.
