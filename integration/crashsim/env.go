@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -234,5 +233,3 @@ func firstDiff(a, b []byte) int {
 	}
 	return len(b)
 }
-
-var _ = syscall.Sync

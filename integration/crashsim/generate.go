@@ -128,12 +128,12 @@ type GenOptions struct {
 // the forced one and all (up to four sampled in between), and for each the
 // unsynced pages all kept, none kept, per file a prefix, and random
 // subsets. States are deduplicated on what they keep and on the crash
-// point's promises (promiseKey), then sampled down to opt.Max.
-func Generate(ops []Op, opt GenOptions, promiseKey func(crash int) string) []State {
+// point's promises (promiseKey), then sampled down to opt.Max; distinct is
+// how many there were before sampling.
+func Generate(ops []Op, opt GenOptions, promiseKey func(crash int) string) (states []State, distinct int) {
 	m := newModel(ops)
 	rng := rand.New(rand.NewSource(opt.Seed))
 	seen := map[uint64]bool{}
-	var states []State
 	add := func(s State) {
 		h := fnv.New64a()
 		fmt.Fprint(h, promiseKey(s.Crash), "|")
@@ -225,13 +225,13 @@ func Generate(ops []Op, opt GenOptions, promiseKey func(crash int) string) []Sta
 			}
 		}
 	}
+	distinct = len(states)
 	if opt.Max > 0 && len(states) > opt.Max {
-		// Always keep the end state (everything persisted) and the start.
 		rng.Shuffle(len(states), func(i, j int) { states[i], states[j] = states[j], states[i] })
 		states = states[:opt.Max]
 		sort.Slice(states, func(i, j int) bool { return states[i].Crash < states[j].Crash })
 	}
-	return states
+	return states, distinct
 }
 
 // Pick builds the state "crash after ops[:crash], the first metaCut

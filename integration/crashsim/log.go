@@ -9,10 +9,7 @@
 // SQLite) through all of it.
 package crashsim
 
-import (
-	"fmt"
-	"syscall"
-)
+import "fmt"
 
 // ID names one inode of the recorded filesystem for the whole recording
 // (inode numbers are reused; IDs are not). The root directory is 0.
@@ -122,5 +119,3 @@ func splitPages(ino ID, off int64, data []byte) []Op {
 
 // renameExchange is RENAME_EXCHANGE (renameat2).
 const renameExchange = 1 << 1
-
-var _ = syscall.S_IFREG

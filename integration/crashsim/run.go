@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -81,7 +80,10 @@ func (v Violation) String() string {
 
 // Result counts states and violations per workload and variant.
 type Result struct {
-	Explored   map[string]int // "workload/variant"
+	Explored map[string]int // "workload/variant"
+	// Distinct is how many distinct states the generator found (Explored
+	// is a sample of them).
+	Distinct   map[string]int
 	Ops        map[string]int
 	Violations []Violation
 }
@@ -100,42 +102,29 @@ func (r *Result) Summary() string {
 	return fmt.Sprintf("crash states: %d explored, %d violations", r.Total(), len(r.Violations))
 }
 
-// Table is one line per workload and variant.
-func (r *Result) Table() string {
-	keys := make([]string, 0, len(r.Explored))
-	for k := range r.Explored {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%-32s %6d ops %6d states\n", k, r.Ops[k], r.Explored[k])
-	}
-	return b.String()
-}
-
 var passphrase = integration.TestPass
 
 // Run runs every workload on every variant under base (a scratch
 // directory) and checks its crash states.
 func Run(base string, workloads []Workload, opt Options) (*Result, error) {
-	res := &Result{Explored: map[string]int{}, Ops: map[string]int{}}
+	res := &Result{Explored: map[string]int{}, Distinct: map[string]int{}, Ops: map[string]int{}}
 	for _, w := range workloads {
 		for _, v := range Variants {
 			if opt.Only != nil && !opt.Only(w.Name, v.Name) {
 				continue
 			}
 			t0 := time.Now()
-			n, nops, viol, err := runOne(filepath.Join(base, w.Name+"-"+v.Name), w, v, opt)
+			n, distinct, nops, viol, err := runOne(filepath.Join(base, w.Name+"-"+v.Name), w, v, opt)
 			key := w.Name + "/" + v.Name
 			res.Explored[key] += n
+			res.Distinct[key] += distinct
 			res.Ops[key] += nops
 			res.Violations = append(res.Violations, viol...)
 			if err != nil {
 				return res, fmt.Errorf("%s: %w", key, err)
 			}
 			if opt.Out != nil {
-				fmt.Fprintf(opt.Out, "%-32s %6d ops %5d states %3d violations  %v\n", key, nops, n, len(viol), time.Since(t0).Round(time.Millisecond))
+				fmt.Fprintf(opt.Out, "%-32s %5d ops %6d states (of %6d) %3d violations  %v\n", key, nops, n, distinct, len(viol), time.Since(t0).Round(time.Millisecond))
 				for _, x := range viol {
 					fmt.Fprintf(opt.Out, "  VIOLATION %s\n", x)
 				}
@@ -231,18 +220,16 @@ func record(dir string, w Workload, v Variant) (*recorded, error) {
 	return r, nil
 }
 
-func runOne(dir string, w Workload, v Variant, opt Options) (int, int, []Violation, error) {
+func runOne(dir string, w Workload, v Variant, opt Options) (n, distinct, nops int, viol []Violation, err error) {
 	defer os.RemoveAll(dir)
 	r, err := record(dir, w, v)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
-	var viol []Violation
 	if r.modelOK != "" {
 		viol = append(viol, Violation{Workload: w.Name, Variant: v.Name, State: -1, Desc: "full replay", Msg: "the log replayed does not give the real end state: " + r.modelOK})
 	}
-	states := Generate(r.ops, GenOptions{Max: opt.MaxStates, Seed: opt.Seed, Subsets: opt.Subsets}, r.env.promiseKey)
-	n := 0
+	states, distinct := Generate(r.ops, GenOptions{Max: opt.MaxStates, Seed: opt.Seed, Subsets: opt.Subsets}, r.env.promiseKey)
 	for i, s := range states {
 		if opt.StateFilter != nil && !opt.StateFilter(i, s) {
 			continue
@@ -253,13 +240,13 @@ func runOne(dir string, w Workload, v Variant, opt Options) (int, int, []Violati
 			r.keep(filepath.Join(opt.KeepDir, fmt.Sprintf("%s-%s-%d", w.Name, v.Name, i)), s, msgs)
 		}
 		if err != nil {
-			return n, len(r.ops), viol, fmt.Errorf("state %d (%s): %w", i, s.Desc, err)
+			return n, distinct, len(r.ops), viol, fmt.Errorf("state %d (%s): %w", i, s.Desc, err)
 		}
 		for _, m := range msgs {
 			viol = append(viol, Violation{Workload: w.Name, Variant: v.Name, State: i, Desc: s.Desc, Msg: m})
 		}
 	}
-	return n, len(r.ops), viol, nil
+	return n, distinct, len(r.ops), viol, nil
 }
 
 // check materialises s and checks every promise on it. The error is for

@@ -286,8 +286,6 @@ func git(dir string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-var gitCommits []string
-
 func gitSetup(e *Env) error {
 	if _, err := exec.LookPath("git"); err != nil {
 		return fmt.Errorf("git is not installed (Debian package git)")

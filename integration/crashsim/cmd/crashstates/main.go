@@ -32,7 +32,7 @@ func main() {
 	opt := crashsim.Options{Seed: *seed, Subsets: 2, Out: os.Stdout, KeepDir: *keep}
 	switch *size {
 	case "short":
-		opt.MaxStates = 50
+		opt.MaxStates = 40
 	case "long":
 		opt.MaxStates, opt.Subsets = 2000, 6
 	default:
