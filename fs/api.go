@@ -201,6 +201,11 @@ func (r *root) close() {
 			if s != nil && s.rootFd >= 0 {
 				syscall.Close(s.rootFd)
 			}
+			if s != nil {
+				if ct, ok := s.t.(*cryptTransform); ok {
+					ct.pending.close()
+				}
+			}
 		}
 	})
 }

@@ -34,6 +34,13 @@ type ioState struct {
 	fc *content.FileCipher
 	// bad is set when the header or size is corrupt: the file gives EIO.
 	bad error
+	// noHeader is set when the header is all zeros: the first page of the
+	// lower file never reached the disk before a crash (FORMAT.md §7).
+	// The file reads as zeros, as a native file whose pages were lost
+	// does, and its first write or truncate starts it afresh.
+	noHeader bool
+	// tornTail is set once a torn tail unit was logged (decryptUnit).
+	tornTail bool
 	// The header is read at the first I/O, not at open, so that opening
 	// a file (and fstat on it) leaves its atime alone, as natively.
 	// hdrMu serialises that first read among concurrent readers.
@@ -73,7 +80,7 @@ func (c *cryptIO) fail(h *ioState, err error) syscall.Errno {
 }
 
 func (c *cryptIO) open(a *acct, h *ioState, fd int, st *syscall.Stat_t) syscall.Errno {
-	h.fc, h.bad, h.size = nil, nil, 0
+	h.fc, h.bad, h.size, h.noHeader = nil, nil, 0, false
 	h.hdrLoaded.Store(true)
 	size, err := content.PlainSize(st.Size)
 	if err != nil {
@@ -111,6 +118,15 @@ func (c *cryptIO) loadHeader(a *acct, h *ioState, fd int) syscall.Errno {
 		h.bad = fmt.Errorf("read header: %d of %d bytes", n, headerSize)
 		return c.fail(h, h.bad)
 	}
+	if content.IsZero(b[:]) {
+		// Without a file id no unit can be decrypted: the content is
+		// lost, and reads as zeros rather than EIO, so that applications
+		// recovering after a crash (a hot SQLite journal, a log replay)
+		// see what they would see natively, a file of zeros.
+		h.noHeader = true
+		c.log.Warn().Str("lower", h.lowerPath).Msg("header is all zeros (never reached the disk before a crash?): the file reads as zeros")
+		return 0
+	}
 	hdr, err := content.ParseHeader(b[:])
 	if err == nil {
 		t0 := a.now()
@@ -136,6 +152,17 @@ func (c *cryptIO) ensureHeader(a *acct, h *ioState, fd int) syscall.Errno {
 	if h.fc != nil {
 		return 0
 	}
+	if h.noHeader {
+		// Units stored under the lost file id would decrypt to garbage
+		// under the new one: make them holes (zeros), as they read now.
+		if err := a.ftruncate(fd, 0); err != nil {
+			return toErrno(err)
+		}
+		if err := a.ftruncate(fd, content.LowerSize(h.size)); err != nil {
+			return toErrno(err)
+		}
+		h.noHeader = false
+	}
 	hdr := c.engine.NewHeader()
 	var b [headerSize]byte
 	hdr.Marshal(b[:])
@@ -150,6 +177,94 @@ func (c *cryptIO) ensureHeader(a *acct, h *ioState, fd int) syscall.Errno {
 	}
 	h.fc = fc
 	return 0
+}
+
+// aesBlock is the AES block size: units whose length is not a multiple
+// of it are tail units encrypted with ciphertext stealing.
+const aesBlock = 16
+
+// decryptUnit decrypts the stored unit u of extent e in place.
+//
+// A tail unit whose trailer does not decrypt to zeros was torn by a crash
+// during an append (FORMAT.md §7): the write that grows a file re-encrypts
+// its old tail unit, with the old data, at its new length, and the lower
+// filesystem kept that page but not the new size. Ciphertext stealing
+// ties the last two AES blocks to the unit's length, so the old data's
+// last partial block, fsynced before the append, would read as garbage;
+// decrypted as whole blocks without stealing, the new ciphertext gives
+// it back (integration/crashsim, append-log).
+func (c *cryptIO) decryptUnit(h *ioState, u []byte, e int64) {
+	if tornAppend(u) && c.recoverOldTail(h, u, e) {
+		return
+	}
+	if len(u)%aesBlock == 0 {
+		h.fc.DecryptUnit(u, u, e)
+		return
+	}
+	p, stored := getBuf(len(u))
+	defer putBuf(p)
+	copy(stored, u)
+	h.fc.DecryptUnit(u, u, e)
+	if content.IsZero(u[len(u)-trailer:]) {
+		return
+	}
+	// Only trailer bytes lie past the whole blocks (the data ends 16
+	// bytes before the unit does).
+	whole := len(u) &^ (aesBlock - 1)
+	h.fc.DecryptUnit(u[:whole], stored[:whole], e)
+	if !h.tornTail {
+		h.tornTail = true
+		c.log.Warn().Str("lower", h.lowerPath).Int64("extent", e).Msg("tail unit torn by a crash during an append: decrypted without ciphertext stealing")
+	}
+}
+
+// unitPage is where, inside a stored unit, the lower file's next 4 KiB
+// page starts (units are shifted by the header).
+const unitPage = extentSize - headerSize
+
+// tornAppend reports the stored unit u as what a crash during an append
+// leaves when the lower filesystem kept the new size but not the page
+// with the re-encrypted tail: the old tail unit's ciphertext, then zeros
+// up to the end of the page. Ciphertext has 16 zero bytes in a row with
+// probability 2^-128; an all-zero unit is a hole.
+func tornAppend(u []byte) bool {
+	end := min(len(u), unitPage)
+	return end > aesBlock && content.IsZero(u[end-aesBlock:end]) && !content.IsZero(u)
+}
+
+// recoverOldTail finds, in a unit torn by an append (tornAppend), the old
+// tail unit: the length at which the bytes before the zeros decrypt, with
+// ciphertext stealing, to data followed by the zero trailer. It returns
+// the old data followed by zeros (the append's bytes did not reach the
+// disk), or false when no length fits (the unit is left to the caller).
+func (c *cryptIO) recoverOldTail(h *ioState, u []byte, e int64) bool {
+	z := min(len(u), unitPage)
+	for z > 0 && u[z-1] == 0 {
+		z--
+	}
+	p, buf := getBuf(unitPage)
+	defer putBuf(p)
+	// The old tail ended within 15 bytes after its last nonzero byte;
+	// one whose length is a multiple of 16 uses no stealing, and its data
+	// blocks are the same in the new unit: nothing to recover.
+	for l := z; l < z+aesBlock && l <= unitPage; l++ {
+		if l%aesBlock == 0 || l <= aesBlock {
+			continue
+		}
+		s := buf[:l]
+		copy(s, u[:l])
+		h.fc.DecryptUnit(s, s, e)
+		if content.IsZero(s[l-trailer:]) {
+			copy(u, s[:l-trailer])
+			clear(u[l-trailer:])
+			if !h.tornTail {
+				h.tornTail = true
+				c.log.Warn().Str("lower", h.lowerPath).Int64("extent", e).Int("old_tail", l).Msg("unit torn by a crash during an append: old tail recovered, the appended bytes read as zeros")
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // readUnit decrypts extent e of a file of plainSize bytes into dst and
@@ -168,7 +283,7 @@ func (c *cryptIO) readUnit(a *acct, h *ioState, fd int, e, plainSize int64, dst,
 		return 0, c.fail(h, fmt.Errorf("extent %d: lower file is short (%d of %d bytes)", e, n, stored))
 	}
 	t0 := a.now()
-	h.fc.DecryptUnit(s, s, e)
+	c.decryptUnit(h, s, e)
 	a.cryptoSince(t0)
 	plainLen := min(extentSize, plainSize-e*extentSize)
 	copy(dst, s[:plainLen])
@@ -187,6 +302,10 @@ func (c *cryptIO) read(a *acct, h *ioState, fd int, dst []byte, off int64) (int,
 		return 0, 0
 	}
 	end := min(off+int64(len(dst)), size)
+	if h.fc == nil && h.noHeader {
+		clear(dst[:end-off])
+		return int(end - off), 0
+	}
 	if h.fc == nil {
 		return 0, c.fail(h, fmt.Errorf("file of %d bytes without a header", size))
 	}
@@ -209,7 +328,7 @@ func (c *cryptIO) read(a *acct, h *ioState, fd int, dst []byte, off int64) (int,
 		u := buf[int(e-e0)*extentSize:]
 		u = u[:min(len(u), extentSize+trailer)]
 		u = u[:content.UnitSize(e, size)]
-		h.fc.DecryptUnit(u, u, e)
+		c.decryptUnit(h, u, e)
 	})
 	a.cryptoSince(t0)
 	return copy(dst, buf[off-e0*extentSize:end-e0*extentSize]), 0
@@ -238,7 +357,7 @@ func (c *cryptIO) readAligned(a *acct, h *ioState, fd int, dst []byte, e0, e1, s
 		t0 := a.now()
 		forUnits(e0, k, func(e int64) {
 			u := whole[int(e-e0)*extentSize:][:extentSize]
-			h.fc.DecryptUnit(u, u, e)
+			c.decryptUnit(h, u, e)
 		})
 		a.cryptoSince(t0)
 		n = len(whole)
@@ -406,7 +525,7 @@ func (c *cryptIO) truncate(a *acct, h *ioState, fd int, size int64) syscall.Errn
 		if err := a.ftruncate(fd, 0); err != nil {
 			return toErrno(err)
 		}
-		h.fc, h.bad, h.size = nil, nil, 0
+		h.fc, h.bad, h.size, h.noHeader = nil, nil, 0, false
 		h.hdrLoaded.Store(true)
 		return 0
 	case size == oldSize:

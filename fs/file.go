@@ -93,19 +93,25 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (written uint3
 func (f *file) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
 	o := f.n.r.begin(measure.OpFsync, f.n)
 	defer func() { o.end(errno) }()
-	fsync := func(a *acct, fd int) syscall.Errno {
+	fsync := func(s *side, a *acct, fd int) syscall.Errno {
 		t0 := a.now()
+		defer a.lowerSince(t0)
+		// The names of new directories and long names first: on a
+		// journalling filesystem this fsync makes them durable, their
+		// IVs and sidecars must be too (pending_names.go).
+		if errno := s.t.syncPending(); errno != 0 {
+			return errno
+		}
 		var err error
 		if flags&fsyncFdatasync != 0 {
 			err = syscall.Fdatasync(fd)
 		} else {
 			err = syscall.Fsync(fd)
 		}
-		a.lowerSince(t0)
 		return toErrno(err)
 	}
-	errno = fsync(&o.a, f.fd)
-	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return fsync(a, fd) })
+	errno = fsync(f.n.r.main, &o.a, f.fd)
+	f.twin(&o, fsync)
 	return errno
 }
 

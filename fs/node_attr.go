@@ -396,6 +396,9 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 		defer syscall.Close(fd)
 		t0 := a.now()
 		defer a.lowerSince(t0)
+		if errno := s.t.syncPending(); errno != 0 {
+			return errno
+		}
 		if errno := s.t.syncMeta(fd); errno != 0 {
 			return errno
 		}
@@ -404,7 +407,10 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 	if dh, ok := f.(*dirHandle); ok {
 		// An open directory: its descriptor works even after removal.
 		t0 := o.a.now()
-		if errno = n.r.main.t.syncMeta(dh.fd); errno == 0 {
+		if errno = n.r.main.t.syncPending(); errno == 0 {
+			errno = n.r.main.t.syncMeta(dh.fd)
+		}
+		if errno == 0 {
 			errno = toErrno(syscall.Fsync(dh.fd))
 		}
 		o.a.lowerSince(t0)

@@ -46,6 +46,9 @@ type transform interface {
 	// syncMeta makes the transform's metadata files in the open lower
 	// directory dirFd durable (fsync of the directory, FSYNCDIR).
 	syncMeta(dirFd int) syscall.Errno
+	// syncPending makes every directory IV and sidecar written since the
+	// last call durable (pending_names.go): called at every fsync.
+	syncPending() syscall.Errno
 
 	// encodeLink and decodeLink transform symlink targets. root is the
 	// side's lower root, where a target too long for the lower symlink

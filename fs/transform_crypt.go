@@ -28,6 +28,8 @@ type cryptTransform struct {
 	engine *content.Engine
 	io     *cryptIO
 	log    zerolog.Logger
+	// pending: IVs and sidecars not yet durable (pending_names.go).
+	pending pendingNames
 }
 
 var _ transform = (*cryptTransform)(nil)
@@ -141,8 +143,20 @@ func (t *cryptTransform) writeLong(a *acct, d dirLoc, lower, long string) syscal
 	if b, err := readSmallFile(d.fd, rel, names.MaxSidecarSize); err == nil && string(b) == long {
 		return 0
 	}
-	return writeSmallFile(d.fd, rel, []byte(long), 0400)
+	return t.writePending(d.fd, rel, []byte(long))
 }
+
+// writePending writes a directory IV or a sidecar and keeps it for the
+// next fsync (pendingNames).
+func (t *cryptTransform) writePending(dirFd int, rel string, data []byte) syscall.Errno {
+	fd, errno := writeSmallFileFd(dirFd, rel, data, 0400)
+	if fd >= 0 {
+		t.pending.add(fd)
+	}
+	return errno
+}
+
+func (t *cryptTransform) syncPending() syscall.Errno { return t.pending.sync() }
 
 func (t *cryptTransform) dropLong(a *acct, d dirLoc, lower string) {
 	if t.names != nil && names.IsLong(lower) {
@@ -158,7 +172,7 @@ func (t *cryptTransform) newDir(a *acct, d dirLoc) syscall.Errno {
 	defer a.lowerSince(a.now())
 	iv := make([]byte, names.DirIVSize)
 	randRead(iv)
-	return writeSmallFile(d.fd, d.file(names.DirIVFile), iv, 0400)
+	return t.writePending(d.fd, d.file(names.DirIVFile), iv)
 }
 
 func (t *cryptTransform) readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno) {
@@ -444,6 +458,16 @@ func readSmallFile(dirFd int, rel string, max int) ([]byte, error) {
 // overwrite. Readers see the old content or the new, never a truncated
 // file.
 func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Errno {
+	fd, errno := writeSmallFileFd(dirFd, rel, data, mode)
+	if fd >= 0 {
+		syscall.Close(fd)
+	}
+	return errno
+}
+
+// writeSmallFileFd is writeSmallFile that returns the new file open
+// read-only, for an fsync later (-1 when it is durable already).
+func writeSmallFileFd(dirFd int, rel string, data []byte, mode uint32) (int, syscall.Errno) {
 	dir, name := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		dir, name = rel[:i], rel[i+1:]
@@ -451,7 +475,7 @@ func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Err
 	if dir != "" {
 		fd, err := openBeneath(dirFd, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
-			return toErrno(err)
+			return -1, toErrno(err)
 		}
 		defer syscall.Close(fd)
 		dirFd = fd
@@ -461,9 +485,18 @@ func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Err
 	tmp := names.TmpPrefix + hex.EncodeToString(rnd[:])
 	fd, err := unix.Openat(dirFd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
-		return toErrno(err)
+		return -1, toErrno(err)
 	}
 	_, err = pwriteFull(fd, data, 0)
+	// The descriptor kept is read-only: a file open for writing would
+	// make a read-only remount of LOWER's filesystem fail (EBUSY).
+	rfd := -1
+	if err == nil {
+		if rfd, err = unix.Openat(dirFd, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+			// Not kept for later: durable now.
+			rfd, err = -1, syscall.Fsync(fd)
+		}
+	}
 	if cerr := syscall.Close(fd); err == nil {
 		err = cerr
 	}
@@ -471,10 +504,13 @@ func writeSmallFile(dirFd int, rel string, data []byte, mode uint32) syscall.Err
 		err = unix.Renameat(dirFd, tmp, dirFd, name)
 	}
 	if err != nil {
+		if rfd >= 0 {
+			syscall.Close(rfd)
+		}
 		unix.Unlinkat(dirFd, tmp, 0)
-		return toErrno(err)
+		return -1, toErrno(err)
 	}
-	return 0
+	return rfd, 0
 }
 
 // isNotExist reports a missing file in any of the error forms we meet.

@@ -19,6 +19,7 @@ func (nullTransform) content() contentIO                 { return nullIO{} }
 func (nullTransform) newDir(*acct, dirLoc) syscall.Errno { return 0 }
 func (nullTransform) dirMeta() []string                  { return nil }
 func (nullTransform) syncMeta(int) syscall.Errno         { return 0 }
+func (nullTransform) syncPending() syscall.Errno         { return 0 }
 func (nullTransform) xattrOverhead() int                 { return 0 }
 func (nullTransform) dropLong(*acct, dirLoc, string)     {}
 func (nullTransform) writeLong(*acct, dirLoc, string, string) syscall.Errno {

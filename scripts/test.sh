@@ -7,3 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 go test -count=1 -timeout 20m "$@" ./...
+# The crash-state exploration at its short size (a few minutes; it skips
+# without root): its last line is "crash states: N explored, M violations".
+go run ./integration/crashsim/cmd/crashstates -size short

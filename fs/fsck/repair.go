@@ -107,12 +107,18 @@ func (c *checker) newDirIV(a *action) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	hasIV := false
 	for _, n := range list {
-		if n != names.DirIVFile {
+		switch {
+		case n == names.DirIVFile:
+			hasIV = true
+		case names.IsTmp(n):
+			// An interrupted IV or sidecar write: names nothing.
+		default:
 			return "", fmt.Errorf("the directory is no longer empty (%q)", n)
 		}
 	}
-	if len(list) > 0 {
+	if hasIV {
 		var ivst unix.Stat_t
 		if err := unix.Fstatat(dfd, names.DirIVFile, &ivst, unix.AT_SYMLINK_NOFOLLOW); err == nil && ivst.Mode&unix.S_IFMT == unix.S_IFDIR {
 			return "", fmt.Errorf("%s is a directory", names.DirIVFile)
