@@ -32,6 +32,19 @@
 
 // ---- 128-bit registers, round keys read from memory -------------------
 
+// ROUND8R applies op with the round key at off(AX) to X0-X7, loading the
+// key into X13 once.
+#define ROUND8R(op, off) \
+	VMOVDQU off(AX), X13; \
+	op X13, X0, X0; \
+	op X13, X1, X1; \
+	op X13, X2, X2; \
+	op X13, X3, X3; \
+	op X13, X4, X4; \
+	op X13, X5, X5; \
+	op X13, X6, X6; \
+	op X13, X7, X7
+
 // ROUND8 applies op (VAESENC, VAESENCLAST, VAESDEC, VAESDECLAST) with the
 // round key at off(AX) to X0-X7.
 #define ROUND8(op, off) \
