@@ -30,6 +30,18 @@
 	VPADDQ  t, t, u; \
 	VPXOR   tmp, u, u
 
+// XTS_DOUBLE_GPR multiplies the tweak in R12:R11 (high:low) by alpha, as
+// mulAlpha in xts.go: a 128-bit shift left by one through the carry flag,
+// and 0x87 into the low byte when bit 127 falls off (branch-free). R13 is
+// clobbered.
+#define XTS_DOUBLE_GPR \
+	MOVQ R12, R13; \
+	SARQ $63, R13; \
+	ANDQ $0x87, R13; \
+	ADDQ R11, R11; \
+	ADCQ R12, R12; \
+	XORQ R13, R11
+
 // ---- 128-bit registers, round keys read from memory -------------------
 
 // ROUND8R applies op with the round key at off(AX) to X0-X7, loading the

@@ -236,18 +236,6 @@ done: \
 	MOVQ R11, 0(R8); \
 	MOVQ R12, 8(R8)
 
-// XTS_DOUBLE_GPR multiplies the tweak in R12:R11 (high:low) by alpha, as
-// mulAlpha in xts.go: a 128-bit shift left by one through the carry flag,
-// and 0x87 into the low byte when bit 127 falls off (branch-free). R13 is
-// clobbered.
-#define XTS_DOUBLE_GPR \
-	MOVQ R12, R13; \
-	SARQ $63, R13; \
-	ANDQ $0x87, R13; \
-	ADDQ R11, R11; \
-	ADCQ R12, R12; \
-	XORQ R13, R11
-
 // MULX_Z sets dst = src * x^k in each 128-bit lane (k <= 56): both 64-bit
 // halves shift left by k, the k bits leaving the low half enter the high
 // half (VPSLLDQ moves them across), and the k bits leaving the top are
