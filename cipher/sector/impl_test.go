@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -505,4 +508,39 @@ func TestSectorsVsGeneric(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGODEBUGSelectsImpl checks the switch that forces a slower path on a
+// faster CPU, in a child process (the choice is made at start-up):
+// GODEBUG=cpu.avx512f=off must give the AES-NI path, which CPUs without
+// AVX-512 VAES run, and cpu.aes=off the portable Go.
+func TestGODEBUGSelectsImpl(t *testing.T) {
+	if os.Getenv("SECTOR_TEST_PRINT_IMPL") == "1" {
+		fmt.Printf("impl=%v\n", bestImpl)
+		return
+	}
+	tests := []struct {
+		godebug string
+		want    impl
+		needs   impl // the best impl the CPU must have for the case to apply
+	}{
+		{"cpu.avx512f=off", implAESNI, implAESNI},
+		{"cpu.aes=off", implGeneric, implGeneric},
+	}
+	for _, tt := range tests {
+		t.Run(tt.godebug, func(t *testing.T) {
+			if bestImpl < tt.needs {
+				t.Skipf("this CPU's best path is %v", bestImpl)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestGODEBUGSelectsImpl$")
+			cmd.Env = append(os.Environ(), "SECTOR_TEST_PRINT_IMPL=1", "GODEBUG="+tt.godebug)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %v\n%s", cmd, err, out)
+			}
+			if want := fmt.Sprintf("impl=%v\n", tt.want); !strings.Contains(string(out), want) {
+				t.Fatalf("GODEBUG=%s: child printed %q, want %q", tt.godebug, out, want)
+			}
+		})
+	}
 }
