@@ -236,9 +236,8 @@ func (c *cryptIO) readAligned(a *acct, h *ioState, fd int, dst []byte, e0, e1, s
 			return 0, c.fail(h, fmt.Errorf("lower file is short at extent %d (%d of %d bytes)", e0, got, len(whole)))
 		}
 		t0 := a.now()
-		forUnits(e0, k, func(e int64) {
-			u := whole[int(e-e0)*extentSize:][:extentSize]
-			h.fc.DecryptUnit(u, u, e)
+		forRuns(e0, k, func(first, last int64) {
+			h.fc.DecryptExtents(whole[int(first-e0)*extentSize:int(last+1-e0)*extentSize], first)
 		})
 		a.cryptoSince(t0)
 		n = len(whole)
