@@ -355,9 +355,19 @@ func (c *cryptIO) readAligned(a *acct, h *ioState, fd int, dst []byte, e0, e1, s
 			return 0, c.fail(h, fmt.Errorf("lower file is short at extent %d (%d of %d bytes)", e0, got, len(whole)))
 		}
 		t0 := a.now()
-		forUnits(e0, k, func(e int64) {
-			u := whole[int(e-e0)*extentSize:][:extentSize]
-			c.decryptUnit(h, u, e)
+		forRuns(e0, k, func(first, last int64) {
+			run := whole[int(first-e0)*extentSize : int(last+1-e0)*extentSize]
+			for off := 0; off < len(run); off += extentSize {
+				if tornAppend(run[off : off+extentSize]) {
+					// A unit a crash left torn needs decryptUnit's
+					// recovery: this run goes unit by unit.
+					for e := first; e <= last; e++ {
+						c.decryptUnit(h, run[int(e-first)*extentSize:][:extentSize], e)
+					}
+					return
+				}
+			}
+			h.fc.DecryptExtents(run, first)
 		})
 		a.cryptoSince(t0)
 		n = len(whole)

@@ -264,6 +264,35 @@ func (f *FileCipher) DecryptUnit(dst, src []byte, extentNo int64) {
 	f.c.Decrypt(dst, src, uint64(extentNo))
 }
 
+// DecryptExtents decrypts, in place, the full stored extents in buf (a
+// multiple of ExtentSize long) numbered from extentNo on. An all-zero
+// extent is a hole and stays zeros, as with DecryptUnit; the runs of
+// extents between holes go to the cipher in one call each, which the
+// AES-NI assembly runs as one pipeline across the extents.
+func (f *FileCipher) DecryptExtents(buf []byte, extentNo int64) {
+	m, multi := f.c.(sector.MultiCipher)
+	run := 0 // start of the current run of non-hole extents
+	flush := func(end int) {
+		if end == run {
+			return
+		}
+		if multi {
+			m.DecryptSectors(buf[run:end], buf[run:end], ExtentSize, uint64(extentNo)+uint64(run/ExtentSize))
+		} else {
+			for i := run; i < end; i += ExtentSize {
+				f.c.Decrypt(buf[i:i+ExtentSize], buf[i:i+ExtentSize], uint64(extentNo)+uint64(i/ExtentSize))
+			}
+		}
+	}
+	for i := 0; i < len(buf); i += ExtentSize {
+		if IsZero(buf[i : i+ExtentSize]) {
+			flush(i)
+			run = i + ExtentSize
+		}
+	}
+	flush(len(buf) / ExtentSize * ExtentSize)
+}
+
 // IsZero reports whether b is all zero bytes.
 func IsZero(b []byte) bool {
 	for len(b) >= 8 {

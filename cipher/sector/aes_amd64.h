@@ -30,7 +30,32 @@
 	VPADDQ  t, t, u; \
 	VPXOR   tmp, u, u
 
+// XTS_DOUBLE_GPR multiplies the tweak in R12:R11 (high:low) by alpha, as
+// mulAlpha in xts.go: a 128-bit shift left by one through the carry flag,
+// and 0x87 into the low byte when bit 127 falls off (branch-free). R13 is
+// clobbered.
+#define XTS_DOUBLE_GPR \
+	MOVQ R12, R13; \
+	SARQ $63, R13; \
+	ANDQ $0x87, R13; \
+	ADDQ R11, R11; \
+	ADCQ R12, R12; \
+	XORQ R13, R11
+
 // ---- 128-bit registers, round keys read from memory -------------------
+
+// ROUND8R applies op with the round key at off(AX) to X0-X7, loading the
+// key into X13 once.
+#define ROUND8R(op, off) \
+	VMOVDQU off(AX), X13; \
+	op X13, X0, X0; \
+	op X13, X1, X1; \
+	op X13, X2, X2; \
+	op X13, X3, X3; \
+	op X13, X4, X4; \
+	op X13, X5, X5; \
+	op X13, X6, X6; \
+	op X13, X7, X7
 
 // ROUND8 applies op (VAESENC, VAESENCLAST, VAESDEC, VAESDECLAST) with the
 // round key at off(AX) to X0-X7.

@@ -74,6 +74,12 @@ func xtsEncAESNI(rk *byte, nr int, dst, src *byte, n int, tw *[16]byte)
 func xtsDecAESNI(rk *byte, nr int, dst, src *byte, n int, tw *[16]byte)
 
 //go:noescape
+func xtsUnitsEncAESNI(rk1, rk2 *byte, nr int, dst, src *byte, units, groups int, unit, mask uint64)
+
+//go:noescape
+func xtsUnitsDecAESNI(rk1, rk2 *byte, nr int, dst, src *byte, units, groups int, unit, mask uint64)
+
+//go:noescape
 func xtsEncVAES512(rk *byte, nr int, dst, src *byte, n int, tw *[16]byte)
 
 //go:noescape
@@ -113,6 +119,24 @@ func xtsBulk(b *asmBlock, encrypt bool, dst, src []byte, tw *[16]byte) {
 	default:
 		xtsDecAESNI(&b.dec[0], b.rounds, d, s, n, tw)
 	}
+}
+
+// xtsUnitsBulk runs XTS over len(src)/unitSize whole data units numbered
+// from unit on, tweaks included, in one assembly call, and reports whether
+// it could: the AES-NI path takes units that are a multiple of 128 bytes
+// (no ciphertext stealing, whole groups of eight blocks).
+func xtsUnitsBulk(k1, k2 *asmBlock, encrypt bool, dst, src []byte, unitSize int, unit, mask uint64) bool {
+	if k1.im != implAESNI || unitSize%128 != 0 || len(src) < unitSize {
+		return false
+	}
+	units := len(src) / unitSize
+	d, s := &dst[:units*unitSize][0], &src[0]
+	if encrypt {
+		xtsUnitsEncAESNI(&k1.enc[0], &k2.enc[0], k1.rounds, d, s, units, unitSize/128, unit, mask)
+	} else {
+		xtsUnitsDecAESNI(&k1.dec[0], &k2.enc[0], k1.rounds, d, s, units, unitSize/128, unit, mask)
+	}
+	return true
 }
 
 // cbcEncBulk CBC-encrypts the whole blocks of src into dst chained from *iv

@@ -25,3 +25,7 @@ func cbcLaneCounts(b *asmBlock) []int                                  { panic(n
 func cbcEncLanes(b *asmBlock, lanes int, dst, src []byte, unitSize int, ivs *[maxLanes * blockSize]byte) {
 	panic(noAsm)
 }
+
+func xtsUnitsBulk(k1, k2 *asmBlock, encrypt bool, dst, src []byte, unitSize int, unit, mask uint64) bool {
+	return false
+}

@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -466,4 +469,78 @@ func TestImplNoAllocs(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSectorsVsGeneric checks every impl's MultiCipher against the portable
+// Go one unit at a time, on runs of units that cross 2^32 (where
+// aes-xts-plain's 32-bit tweak wraps and plain64's does not) and 2^64: the
+// AES-NI assembly runs such a run in one call, tweaks included, across the
+// unit boundaries.
+func TestSectorsVsGeneric(t *testing.T) {
+	sizes := []int{128, 256, 512, 1024, 4096, 4096 + 128, 16, 144, 4101}
+	firsts := []uint64{0, 1<<32 - 3, ^uint64(0) - 2}
+	r := rand.New(rand.NewPCG(31, 32))
+	forEachImpl(t, func(t *testing.T, im impl) {
+		for _, spec := range []string{"aes-xts-plain64", "aes-xts-plain"} {
+			for _, ks := range []int{32, 64} {
+				key := randBytes(r, ks)
+				ref := mustNewImpl(t, spec, key, implGeneric)
+				c := mustNewImpl(t, spec, key, im).(MultiCipher)
+				for _, size := range sizes {
+					for _, first := range firsts {
+						count := 1 + r.IntN(6)
+						pt := randBytes(r, size*count)
+						want := make([]byte, len(pt))
+						for i := range count {
+							ref.Encrypt(want[i*size:(i+1)*size], pt[i*size:(i+1)*size], first+uint64(i))
+						}
+						got := make([]byte, len(pt))
+						c.EncryptSectors(got, pt, size, first)
+						if !bytes.Equal(got, want) {
+							t.Fatalf("%s %d-byte key, %d units of %d from %#x: EncryptSectors differs from generic", spec, ks, count, size, first)
+						}
+						c.DecryptSectors(got, got, size, first)
+						if !bytes.Equal(got, pt) {
+							t.Fatalf("%s %d-byte key, %d units of %d from %#x: DecryptSectors does not invert", spec, ks, count, size, first)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestGODEBUGSelectsImpl checks the switch that forces a slower path on a
+// faster CPU, in a child process (the choice is made at start-up):
+// GODEBUG=cpu.avx512f=off must give the AES-NI path, which CPUs without
+// AVX-512 VAES run, and cpu.aes=off the portable Go.
+func TestGODEBUGSelectsImpl(t *testing.T) {
+	if os.Getenv("SECTOR_TEST_PRINT_IMPL") == "1" {
+		fmt.Printf("impl=%v\n", bestImpl)
+		return
+	}
+	tests := []struct {
+		godebug string
+		want    impl
+		needs   impl // the best impl the CPU must have for the case to apply
+	}{
+		{"cpu.avx512f=off", implAESNI, implAESNI},
+		{"cpu.aes=off", implGeneric, implGeneric},
+	}
+	for _, tt := range tests {
+		t.Run(tt.godebug, func(t *testing.T) {
+			if bestImpl < tt.needs {
+				t.Skipf("this CPU's best path is %v", bestImpl)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestGODEBUGSelectsImpl$")
+			cmd.Env = append(os.Environ(), "SECTOR_TEST_PRINT_IMPL=1", "GODEBUG="+tt.godebug)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %v\n%s", cmd, err, out)
+			}
+			if want := fmt.Sprintf("impl=%v\n", tt.want); !strings.Contains(string(out), want) {
+				t.Fatalf("GODEBUG=%s: child printed %q, want %q", tt.godebug, out, want)
+			}
+		})
+	}
 }

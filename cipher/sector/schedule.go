@@ -38,7 +38,24 @@ func (im impl) String() string {
 }
 
 // bestImpl is the fastest impl this CPU supports, chosen once at start-up.
+// golang.org/x/sys/cpu applies GODEBUG's cpu.* settings before detectImpl
+// reads its flags, so GODEBUG=cpu.avx512f=off selects implAESNI on a CPU
+// with VAES (the path CPUs without AVX-512 take) and GODEBUG=cpu.aes=off
+// implGeneric (TestGODEBUGSelectsImpl).
 var bestImpl = detectImpl()
+
+// Implementation names the code New's ciphers run on this machine, for
+// reports: "vaes512 (AVX-512 VAES assembly)", "aesni (AES-NI assembly)" or
+// "generic (crypto/aes)".
+func Implementation() string {
+	switch bestImpl {
+	case implVAES512:
+		return "vaes512 (AVX-512 VAES assembly)"
+	case implAESNI:
+		return "aesni (AES-NI assembly)"
+	}
+	return "generic (crypto/aes)"
+}
 
 // aesSchedule is an expanded AES key in the form the assembly wants: the
 // round keys of the cipher (enc) and of the equivalent inverse cipher (dec,

@@ -68,10 +68,15 @@
 // On amd64 CPUs with AES-NI and AVX the bulk of the work is done by assembly
 // that keeps 8 blocks in flight (16, four per instruction, with AVX-512 VAES);
 // elsewhere by portable Go around crypto/aes. Both produce the same bytes; the
-// choice is made once, at start-up. CBC encryption is serial within a unit,
-// so a single CBC Encrypt runs at the latency of AES; MultiCipher's
-// EncryptSectors encrypts several units side by side to get past that. The
-// build tag purego forces the portable code.
+// choice is made once, at start-up (Implementation names it). The AES-NI XTS
+// code computes the tweaks on the integer units, ahead of the blocks that
+// need them, and takes a whole run of units (EncryptSectors, or one unit that
+// is a multiple of 128 bytes) in one call, tweak encryption included. CBC
+// encryption is serial within a unit, so a single CBC Encrypt runs at the
+// latency of AES; MultiCipher's EncryptSectors encrypts several units side
+// by side to get past that. The build tag purego forces the portable code;
+// at run time GODEBUG=cpu.avx512f=off forces the AES-NI path (the one CPUs
+// without AVX-512 run) and GODEBUG=cpu.aes=off the portable code.
 package sector
 
 import (

@@ -157,11 +157,30 @@ func xtsDecBlock(k cipher.Block, d, s []byte, t0, t1 uint64) {
 	binary.LittleEndian.PutUint64(d[8:16], binary.LittleEndian.Uint64(d[8:16])^t1)
 }
 
+// unitsAsm hands whole units of unitSize bytes (all of src) to the
+// assembly that also computes the tweaks (xtsUnitsBulk), if the impl has
+// one for that size.
+func (x *xtsCipher) unitsAsm(encrypt bool, dst, src []byte, unitSize int, unit uint64) bool {
+	k1, ok1 := x.k1.(*asmBlock)
+	k2, ok2 := x.k2.(*asmBlock)
+	if !ok1 || !ok2 {
+		return false
+	}
+	mask := ^uint64(0)
+	if x.mode == ivPlain {
+		mask = 0xffffffff
+	}
+	return xtsUnitsBulk(k1, k2, encrypt, dst, src, unitSize, unit, mask)
+}
+
 // Encrypt implements the XTS-AES encryption procedure of IEEE 1619-2007
 // section 5.3.2, ciphertext stealing included.
 func (x *xtsCipher) Encrypt(dst, src []byte, unit uint64) {
 	n := checkLengths("xts encrypt", dst, src)
 	dst = dst[:n]
+	if x.unitsAsm(true, dst, src, n, unit) {
+		return
+	}
 	t0, t1 := x.tweak(dst, src, unit)
 
 	// full counts the bytes encrypted as ordinary blocks. With a partial
@@ -199,6 +218,9 @@ func (x *xtsCipher) Encrypt(dst, src []byte, unit uint64) {
 func (x *xtsCipher) Decrypt(dst, src []byte, unit uint64) {
 	n := checkLengths("xts decrypt", dst, src)
 	dst = dst[:n]
+	if x.unitsAsm(false, dst, src, n, unit) {
+		return
+	}
 	t0, t1 := x.tweak(dst, src, unit)
 
 	tail := n % blockSize
@@ -230,9 +252,12 @@ func (x *xtsCipher) Decrypt(dst, src []byte, unit uint64) {
 }
 
 // EncryptSectors implements MultiCipher: Encrypt on each sectorSize-byte unit
-// in turn. Each unit is already processed many blocks at a time.
+// in turn, or all of them in one assembly call where the impl has one.
 func (x *xtsCipher) EncryptSectors(dst, src []byte, sectorSize int, firstUnit uint64) {
 	n := checkSectors("xts encrypt sectors", dst, src, sectorSize)
+	if n == 0 || x.unitsAsm(true, dst, src, sectorSize, firstUnit) {
+		return
+	}
 	for i, unit := 0, firstUnit; i < n; i, unit = i+sectorSize, unit+1 {
 		x.Encrypt(dst[i:i+sectorSize], src[i:i+sectorSize], unit)
 	}
@@ -241,6 +266,9 @@ func (x *xtsCipher) EncryptSectors(dst, src []byte, sectorSize int, firstUnit ui
 // DecryptSectors implements MultiCipher: Decrypt on each unit in turn.
 func (x *xtsCipher) DecryptSectors(dst, src []byte, sectorSize int, firstUnit uint64) {
 	n := checkSectors("xts decrypt sectors", dst, src, sectorSize)
+	if n == 0 || x.unitsAsm(false, dst, src, sectorSize, firstUnit) {
+		return
+	}
 	for i, unit := 0, firstUnit; i < n; i, unit = i+sectorSize, unit+1 {
 		x.Decrypt(dst[i:i+sectorSize], src[i:i+sectorSize], unit)
 	}

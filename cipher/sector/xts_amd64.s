@@ -24,39 +24,153 @@ DATA gfPoly<>+8(SB)/8, $0
 GLOBL gfPoly<>(SB), RODATA|NOPTR, $16
 
 // XTS_AESNI is the body of xtsEncAESNI and xtsDecAESNI: BX round keys, CX
-// nr, DI dst, SI src, DX n (>= 1), R8 tw. Eight blocks at a time in X0-X7
-// with their tweaks in X8-X15, then single blocks.
+// nr, DI dst, SI src, DX n (>= 1), R8 tw. Eight blocks at a time in X0-X7,
+// then single blocks.
+//
+// The tweaks are computed in general-purpose registers (R11 low half, R12
+// high half, R13 scratch: XTS_DOUBLE_GPR), on the integer units, so that the
+// vector units that also run AES do only the XORs. They are computed two
+// groups of eight ahead, one doubling per round, and kept on the stack in
+// three 128-byte buffers: R9 the current group's, R10 the next one's, R8 the
+// one being filled. Two groups ahead because a 16-byte load of a tweak
+// written by two 8-byte stores cannot be forwarded from the store buffer:
+// it has to wait until the stores have reached the cache. The whitening
+// folds into the tweak XOR (X12 holds round key 0, X14 the last round key,
+// X13 the round key of the current round, loaded once for the eight
+// blocks). The stack buffers are cleared before returning.
 #define XTS_AESNI(op, lastop) \
 	SCHEDULE_END; \
-	VMOVDQU (R8), X8; \
+	VMOVDQU (BX), X12; \
+	VMOVDQU (AX), X14; \
+	MOVQ 0(R8), R11; \
+	MOVQ 8(R8), R12; \
 	CMPQ DX, $8; \
 	JB   tail; \
+	LEAQ 0(SP), R9; \
+	LEAQ 128(SP), R10; \
+	LEAQ 256(SP), R8; \
+	MOVQ R11, 0(R9); \
+	MOVQ R12, 8(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 16(R9); \
+	MOVQ R12, 24(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 32(R9); \
+	MOVQ R12, 40(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 48(R9); \
+	MOVQ R12, 56(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 64(R9); \
+	MOVQ R12, 72(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 80(R9); \
+	MOVQ R12, 88(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 96(R9); \
+	MOVQ R12, 104(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 112(R9); \
+	MOVQ R12, 120(R9); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 0(R10); \
+	MOVQ R12, 8(R10); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 16(R10); \
+	MOVQ R12, 24(R10); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 32(R10); \
+	MOVQ R12, 40(R10); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 48(R10); \
+	MOVQ R12, 56(R10); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 64(R10); \
+	MOVQ R12, 72(R10); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 80(R10); \
+	MOVQ R12, 88(R10); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 96(R10); \
+	MOVQ R12, 104(R10); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 112(R10); \
+	MOVQ R12, 120(R10); \
 loop8: \
-	XTS_DOUBLE(X8, X9, X0); \
-	XTS_DOUBLE(X9, X10, X1); \
-	XTS_DOUBLE(X10, X11, X2); \
-	XTS_DOUBLE(X11, X12, X3); \
-	XTS_DOUBLE(X12, X13, X4); \
-	XTS_DOUBLE(X13, X14, X5); \
-	XTS_DOUBLE(X14, X15, X6); \
-	VPXOR 0(SI), X8, X0; \
-	VPXOR 16(SI), X9, X1; \
-	VPXOR 32(SI), X10, X2; \
-	VPXOR 48(SI), X11, X3; \
-	VPXOR 64(SI), X12, X4; \
-	VPXOR 80(SI), X13, X5; \
-	VPXOR 96(SI), X14, X6; \
-	VPXOR 112(SI), X15, X7; \
-	WHITEN8; \
-	RUN8(op, lastop, loop8_10, loop8_12); \
-	VPXOR X8, X0, X0; \
-	VPXOR X9, X1, X1; \
-	VPXOR X10, X2, X2; \
-	VPXOR X11, X3, X3; \
-	VPXOR X12, X4, X4; \
-	VPXOR X13, X5, X5; \
-	VPXOR X14, X6, X6; \
-	VPXOR X15, X7, X7; \
+	VPXOR 0(R9), X12, X0; \
+	VPXOR 16(R9), X12, X1; \
+	VPXOR 32(R9), X12, X2; \
+	VPXOR 48(R9), X12, X3; \
+	VPXOR 64(R9), X12, X4; \
+	VPXOR 80(R9), X12, X5; \
+	VPXOR 96(R9), X12, X6; \
+	VPXOR 112(R9), X12, X7; \
+	VPXOR 0(SI), X0, X0; \
+	VPXOR 16(SI), X1, X1; \
+	VPXOR 32(SI), X2, X2; \
+	VPXOR 48(SI), X3, X3; \
+	VPXOR 64(SI), X4, X4; \
+	VPXOR 80(SI), X5, X5; \
+	VPXOR 96(SI), X6, X6; \
+	VPXOR 112(SI), X7, X7; \
+	CMPQ CX, $12; \
+	JB   loop8_10; \
+	JEQ  loop8_12; \
+	ROUND8R(op, -208); \
+	ROUND8R(op, -192); \
+loop8_12: \
+	ROUND8R(op, -176); \
+	ROUND8R(op, -160); \
+loop8_10: \
+	ROUND8R(op, -144); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 0(R8); \
+	MOVQ R12, 8(R8); \
+	ROUND8R(op, -128); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 16(R8); \
+	MOVQ R12, 24(R8); \
+	ROUND8R(op, -112); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 32(R8); \
+	MOVQ R12, 40(R8); \
+	ROUND8R(op, -96); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 48(R8); \
+	MOVQ R12, 56(R8); \
+	ROUND8R(op, -80); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 64(R8); \
+	MOVQ R12, 72(R8); \
+	ROUND8R(op, -64); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 80(R8); \
+	MOVQ R12, 88(R8); \
+	ROUND8R(op, -48); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 96(R8); \
+	MOVQ R12, 104(R8); \
+	ROUND8R(op, -32); \
+	XTS_DOUBLE_GPR; \
+	MOVQ R11, 112(R8); \
+	MOVQ R12, 120(R8); \
+	ROUND8R(op, -16); \
+	lastop X14, X0, X0; \
+	lastop X14, X1, X1; \
+	lastop X14, X2, X2; \
+	lastop X14, X3, X3; \
+	lastop X14, X4, X4; \
+	lastop X14, X5, X5; \
+	lastop X14, X6, X6; \
+	lastop X14, X7, X7; \
+	VPXOR 0(R9), X0, X0; \
+	VPXOR 16(R9), X1, X1; \
+	VPXOR 32(R9), X2, X2; \
+	VPXOR 48(R9), X3, X3; \
+	VPXOR 64(R9), X4, X4; \
+	VPXOR 80(R9), X5, X5; \
+	VPXOR 96(R9), X6, X6; \
+	VPXOR 112(R9), X7, X7; \
 	VMOVDQU X0, 0(DI); \
 	VMOVDQU X1, 16(DI); \
 	VMOVDQU X2, 32(DI); \
@@ -65,28 +179,62 @@ loop8: \
 	VMOVDQU X5, 80(DI); \
 	VMOVDQU X6, 96(DI); \
 	VMOVDQU X7, 112(DI); \
-	XTS_DOUBLE(X15, X8, X0); \
+	MOVQ R9, R13; \
+	MOVQ R10, R9; \
+	MOVQ R8, R10; \
+	MOVQ R13, R8; \
 	ADDQ $128, SI; \
 	ADDQ $128, DI; \
 	SUBQ $8, DX; \
 	CMPQ DX, $8; \
 	JAE  loop8; \
+	MOVQ 0(R9), R11; \
+	MOVQ 8(R9), R12; \
+	VPXOR   X0, X0, X0; \
+	VMOVDQU X0, 0(SP); \
+	VMOVDQU X0, 16(SP); \
+	VMOVDQU X0, 32(SP); \
+	VMOVDQU X0, 48(SP); \
+	VMOVDQU X0, 64(SP); \
+	VMOVDQU X0, 80(SP); \
+	VMOVDQU X0, 96(SP); \
+	VMOVDQU X0, 112(SP); \
+	VMOVDQU X0, 128(SP); \
+	VMOVDQU X0, 144(SP); \
+	VMOVDQU X0, 160(SP); \
+	VMOVDQU X0, 176(SP); \
+	VMOVDQU X0, 192(SP); \
+	VMOVDQU X0, 208(SP); \
+	VMOVDQU X0, 224(SP); \
+	VMOVDQU X0, 240(SP); \
+	VMOVDQU X0, 256(SP); \
+	VMOVDQU X0, 272(SP); \
+	VMOVDQU X0, 288(SP); \
+	VMOVDQU X0, 304(SP); \
+	VMOVDQU X0, 320(SP); \
+	VMOVDQU X0, 336(SP); \
+	VMOVDQU X0, 352(SP); \
+	VMOVDQU X0, 368(SP); \
+	MOVQ tw+40(FP), R8; \
 tail: \
 	TESTQ DX, DX; \
 	JZ    done; \
 loop1: \
-	VPXOR (SI), X8, X0; \
-	VPXOR (BX), X0, X0; \
+	VMOVQ R11, X1; \
+	VPINSRQ $1, R12, X1, X1; \
+	VPXOR (SI), X1, X0; \
+	VPXOR X12, X0, X0; \
 	RUN1(op, lastop, X0, loop1_10, loop1_12); \
-	VPXOR X8, X0, X0; \
+	VPXOR X1, X0, X0; \
 	VMOVDQU X0, (DI); \
-	XTS_DOUBLE(X8, X8, X1); \
+	XTS_DOUBLE_GPR; \
 	ADDQ $16, SI; \
 	ADDQ $16, DI; \
 	DECQ DX; \
 	JNZ  loop1; \
 done: \
-	VMOVDQU X8, (R8)
+	MOVQ R11, 0(R8); \
+	MOVQ R12, 8(R8)
 
 // MULX_Z sets dst = src * x^k in each 128-bit lane (k <= 56): both 64-bit
 // halves shift left by k, the k bits leaving the low half enter the high
@@ -174,7 +322,7 @@ finish: \
 
 // func xtsEncAESNI(rk *byte, nr int, dst, src *byte, n int, tw *[16]byte)
 // Requires AES-NI and AVX.
-TEXT ·xtsEncAESNI(SB), NOSPLIT, $0-48
+TEXT ·xtsEncAESNI(SB), NOSPLIT, $384-48
 	MOVQ rk+0(FP), BX
 	MOVQ nr+8(FP), CX
 	MOVQ dst+16(FP), DI
@@ -186,7 +334,7 @@ TEXT ·xtsEncAESNI(SB), NOSPLIT, $0-48
 
 // func xtsDecAESNI(rk *byte, nr int, dst, src *byte, n int, tw *[16]byte)
 // Requires AES-NI and AVX; rk is the decryption schedule.
-TEXT ·xtsDecAESNI(SB), NOSPLIT, $0-48
+TEXT ·xtsDecAESNI(SB), NOSPLIT, $384-48
 	MOVQ rk+0(FP), BX
 	MOVQ nr+8(FP), CX
 	MOVQ dst+16(FP), DI

@@ -77,12 +77,12 @@ func implFor(r Row) impl {
 	switch r.Algorithm() {
 	case "aes-cbc":
 		return impl{
-			desc: "twincrypt cipher/sector aes-cbc-plain64 (crypto/aes)",
+			desc: "twincrypt cipher/sector aes-cbc-plain64, " + sector.Implementation(),
 			new:  func(k []byte) (UnitCipher, error) { return sector.New("aes-cbc-plain64", k) },
 		}
 	case "aes-xts":
 		return impl{
-			desc: "twincrypt cipher/sector aes-xts-plain64 (crypto/aes)",
+			desc: "twincrypt cipher/sector aes-xts-plain64, " + sector.Implementation(),
 			new:  func(k []byte) (UnitCipher, error) { return sector.New("aes-xts-plain64", k) },
 		}
 	case "twofish-cbc":

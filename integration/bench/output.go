@@ -625,8 +625,12 @@ func (m Machine) line() string {
 		}
 		return "no"
 	}
-	return fmt.Sprintf("%s, %d cores, %.1f GiB; AES-NI %s, VAES %s (AVX-512 %s); Linux %s; %s",
-		m.CPU, m.Cores, m.MemoryGiB, yes(m.AESNI), yes(m.VAES), yes(m.AVX512VAES), m.Kernel, m.Go)
+	path := ""
+	if m.CipherPath != "" {
+		path = ", cipher " + m.CipherPath
+	}
+	return fmt.Sprintf("%s, %d cores, %.1f GiB; AES-NI %s, VAES %s (AVX-512 %s)%s; Linux %s; %s",
+		m.CPU, m.Cores, m.MemoryGiB, yes(m.AESNI), yes(m.VAES), yes(m.AVX512VAES), path, m.Kernel, m.Go)
 }
 
 // WriteSummary prints the results for a terminal: what ran where, the

@@ -151,6 +151,9 @@ func WriteReport(w io.Writer, res *Results, charts []string) error {
 	fmt.Fprint(w, "## Machine\n\n")
 	fmt.Fprintf(w, "- CPU: %s, %d cores\n", m.CPU, m.Cores)
 	fmt.Fprintf(w, "- AES-NI: %s; VAES: %s; AVX-512 VAES: %s\n", yes(m.AESNI), yes(m.VAES), yes(m.AVX512VAES))
+	if m.CipherPath != "" {
+		fmt.Fprintf(w, "- Cipher path: %s\n", m.CipherPath)
+	}
 	fmt.Fprintf(w, "- Memory: %.1f GiB\n", m.MemoryGiB)
 	fmt.Fprintf(w, "- Kernel: Linux %s\n", m.Kernel)
 	fmt.Fprintf(w, "- Go: %s\n", m.Go)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twincrypt/twincrypt/cipher/sector"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -221,5 +222,26 @@ func TestSummaryPanels(t *testing.T) {
 	}
 	if !strings.Contains(out, "seqwrite  MiB/s        213 (197–233)     71.1 (65.6–77.6)     42.7 (39.4–46.5)\n") {
 		t.Errorf("first panel:\n%s", out)
+	}
+}
+
+// TestMachineNamesCipherPath: the machine record says which cipher code ran
+// (a figure from the VAES path says little about a CPU without it), and the
+// summary line and report.md print it.
+func TestMachineNamesCipherPath(t *testing.T) {
+	if got, want := DetectMachine().CipherPath, sector.Implementation(); got != want || got == "" {
+		t.Fatalf("DetectMachine().CipherPath = %q, want %q", got, want)
+	}
+	res := sampleResults()
+	res.Machine.CipherPath = "aesni (AES-NI assembly)"
+	if l := res.Machine.line(); !strings.Contains(l, "cipher aesni (AES-NI assembly)") {
+		t.Errorf("machine line %q does not name the cipher path", l)
+	}
+	var b bytes.Buffer
+	if err := WriteReport(&b, res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "- Cipher path: aesni (AES-NI assembly)\n") {
+		t.Errorf("report.md does not name the cipher path:\n%s", b.String())
 	}
 }

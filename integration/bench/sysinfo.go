@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/twincrypt/twincrypt/cipher/sector"
 	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 )
@@ -24,6 +25,10 @@ type Machine struct {
 	Go         string `json:"go"`
 	// Twincrypt is the version of the binary that ran the bench.
 	Twincrypt string `json:"twincrypt,omitempty"`
+	// CipherPath is the content cipher's code on this machine
+	// (sector.Implementation: vaes512, aesni or generic); GODEBUG=
+	// cpu.avx512f=off in the bench's environment forces aesni.
+	CipherPath string `json:"cipher_path,omitempty"`
 }
 
 // DetectMachine describes this machine.
@@ -34,6 +39,7 @@ func DetectMachine() Machine {
 		MemoryGiB:  float64(memTotal()) / (1 << 30),
 		AESNI:      cpu.X86.HasAES || cpu.ARM64.HasAES,
 		AVX512VAES: cpu.X86.HasAVX512VAES,
+		CipherPath: sector.Implementation(),
 		Go:         runtime.Version(),
 	}
 	// x/sys/cpu knows the 512-bit VAES only; the kernel lists both as "vaes".
