@@ -120,6 +120,11 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (errno syscall.Errno) {
 	o := n.r.begin(measure.OpSetattr, n)
 	defer func() { o.end(errno) }()
+	// The reply carries the attributes after the change, as fresh as a
+	// GETATTR's, for as long (go-fuse sets no lifetime on SETATTR
+	// replies: the kernel would ask GETATTR at the next stat, three
+	// times per file of a tar x).
+	out.SetTimeout(n.r.attrTTL)
 	if sz, ok := in.GetSize(); ok {
 		o.io(int64(sz), 0)
 	}
