@@ -122,6 +122,7 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		ttl = SharedCacheTimeout
 	}
 	r.attrTTL = ttl
+	r.sharedStorage = o.SharedStorage
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:       fsName,

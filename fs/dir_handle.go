@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -19,6 +20,9 @@ type dirHandle struct {
 
 	mu sync.Mutex
 	ds fs.DirStream
+	// known is set for a listing made while the kernel still holds
+	// fresh entries of the directory's children (see Lookup).
+	known bool
 }
 
 var (
@@ -27,6 +31,7 @@ var (
 	_ = (fs.FileSeekdirer)((*dirHandle)(nil))
 	_ = (fs.FileReleasedirer)((*dirHandle)(nil))
 	_ = (fs.FileFsyncdirer)((*dirHandle)(nil))
+	_ = (fs.FileLookuper)((*dirHandle)(nil))
 )
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -50,6 +55,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 			return nil, errno
 		}
 		d.ds = ds
+		d.known = d.n.listing()
 	}
 	if !d.ds.HasNext() {
 		return nil, 0
@@ -96,4 +102,39 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	return d.n.Fsync(ctx, d, flags)
+}
+
+// Lookup answers for each entry of a READDIRPLUS. An entry the kernel
+// already holds, fresh, is sent without a lookup (node ID 0: the kernel
+// keeps what it has, fuse_direntplus_link), as a plain READDIR would:
+// a warm ls -l then costs no lstat and no new node per file in the
+// daemon, and the kernel keeps the entry's cached ACLs, which a
+// READDIRPLUS entry would make it drop (and ask GETXATTR again). The
+// other entries are looked up, so that a first listing (ls -l, du, find
+// of a tree not seen yet) still gets every entry's attributes in one
+// round trip.
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if d.known && d.n.GetChild(name) != nil {
+		return nil, syscall.EEXIST
+	}
+	return d.n.Lookup(ctx, name, out)
+}
+
+// listing starts a listing of directory n and reports whether the kernel
+// still holds fresh entries (and attributes) of every child that go-fuse
+// knows: those of the last full listing, for the first half of their
+// lifetime, and those looked up or made since, which are newer. When not,
+// the listing looks every entry up, and is the new last full listing.
+// Never with shared storage, where a READDIRPLUS is how changes made
+// behind the mount reach the kernel.
+func (n *node) listing() bool {
+	if n.r.sharedStorage {
+		return false
+	}
+	now := time.Now().UnixNano()
+	if last := n.listed.Load(); last != 0 && now-last < int64(n.r.attrTTL/2) {
+		return true
+	}
+	n.listed.Store(now)
+	return false
 }

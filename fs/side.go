@@ -55,6 +55,8 @@ type root struct {
 	// where others may set them in LOWER, and in mirror mode, where
 	// every operation must reach both sides.
 	xattrCache bool
+	// sharedStorage: LOWER is changed behind the mount too.
+	sharedStorage bool
 	// attrTTL is how long the kernel may keep attributes (CacheTimeout,
 	// or SharedCacheTimeout with shared storage).
 	attrTTL time.Duration
@@ -85,6 +87,10 @@ type node struct {
 	// xattrNone remembers which well-known xattrs the lower object is
 	// known to lack (see xattrAbsent).
 	xattrNone xattrAbsent
+	// listed is when the kernel last got every entry of this directory
+	// with its attributes (a READDIRPLUS that looked each one up; see
+	// listing), in Unix nanoseconds.
+	listed atomic.Int64
 
 	// files are the node's open files: after the last name of a file is
 	// gone they are the only way to it, and an open of /proc/PID/fd/N

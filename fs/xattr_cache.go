@@ -3,6 +3,7 @@ package fs
 import (
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 )
@@ -114,7 +115,8 @@ func (r *root) newEntryXattrs(parent *node, mode uint32) uint64 {
 
 // madeEntry sets what the new node ch, an entry of type mode just made in
 // directory n (not a hard link: that is an old inode), knows of its
-// xattrs. Nothing for a symlink. ch may be nil (the create failed).
+// xattrs (nothing for a symlink) and, for a directory, of the kernel's
+// entries of its children. ch may be nil (the create failed).
 func (n *node) madeEntry(ch *fs.Inode, mode uint32) {
 	if ch == nil {
 		return
@@ -123,7 +125,13 @@ func (n *node) madeEntry(ch *fs.Inode, mode uint32) {
 	if mode&syscall.S_IFMT != syscall.S_IFLNK {
 		bits = n.r.newEntryXattrs(n, mode)
 	}
-	ch.Operations().(*node).xattrNone.reset(bits)
+	cn := ch.Operations().(*node)
+	cn.xattrNone.reset(bits)
+	if mode&syscall.S_IFMT == syscall.S_IFDIR && !n.r.sharedStorage {
+		// Empty: every child it will have is made through us, and the
+		// kernel gets each one's entry then (see listing).
+		cn.listed.Store(time.Now().UnixNano())
+	}
 }
 
 // forgetChildXattrs drops what the node of the entry name of n (about to
