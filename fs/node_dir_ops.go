@@ -24,16 +24,26 @@ var (
 	_ = (fs.NodeReaddirer)((*node)(nil))
 )
 
+// euid is the daemon's effective user ID.
+var euid = syscall.Geteuid()
+
 // preserveOwner gives a new lower entry the caller's uid and gid (the
 // directory's gid in a set-group-ID directory) when the daemon runs as
 // root (as go-fuse's loopback does).
 func preserveOwner(ctx context.Context, a *acct, e entry) {
-	if syscall.Geteuid() != 0 {
+	if euid != 0 {
 		return
 	}
 	if caller, ok := fuse.FromContext(ctx); ok {
 		t0 := a.now()
 		defer a.lowerSince(t0)
+		// Most often the entry is the caller's already (the daemon and
+		// the caller are both root): one stat says so, and nothing is
+		// changed.
+		var now syscall.Stat_t
+		if fstatat(e.dir, e.name, &now) == nil && now.Uid == caller.Uid && now.Gid == caller.Gid {
+			return
+		}
 		// Through an O_PATH descriptor: the entry checked below is the
 		// one changed, whatever is put under the name meanwhile.
 		fd, err := unix.Openat(e.dir, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

@@ -121,7 +121,13 @@ func (c *createMode) inherits(a *acct, dir int) bool {
 }
 
 // lower returns the permission bits to create the entry with in dir.
+// Where the parent node remembers it, whether dir has a default ACL is
+// asked even when the umask takes nothing away: once per directory, and
+// then every entry made in it knows that it has no ACL (newEntryXattrs).
 func (c *createMode) lower(a *acct, dir int) uint32 {
+	if c.parent != nil {
+		c.inherits(a, dir)
+	}
 	if c.mode&c.umask == 0 || c.inherits(a, dir) {
 		return c.mode
 	}

@@ -78,7 +78,8 @@ func TestXattrCacheSeesDaemonChanges(t *testing.T) {
 // answered without a system call in LOWER (no lower time in the getxattr
 // statistics), and a new file is known to have no security.capability
 // (asked before a chown and the first write) once LOWER has said so of
-// another file; with shared storage every call goes to LOWER.
+// another file, nor an access ACL once its directory is known to have no
+// default ACL; with shared storage every call goes to LOWER.
 func TestXattrCacheAnswers(t *testing.T) {
 	for _, v := range diffVariants {
 		for _, shared := range []bool{false, true} {
@@ -114,6 +115,9 @@ func TestXattrCacheAnswers(t *testing.T) {
 				g := filepath.Join(tm.mnt, "g")
 				must(t, os.WriteFile(g, []byte("x"), 0644))
 				ask(g, "security.capability", 5)
+				// A new file in a directory without a default ACL has no
+				// access ACL (the kernel asks once, then caches it).
+				ask(g, "system.posix_acl_access", 1)
 				after := getxattr()
 				// (The kernel asks for g's security.capability at its
 				// first write too.)
