@@ -53,3 +53,41 @@ func TestSetattrReplyKept(t *testing.T) {
 		})
 	}
 }
+
+// TestChownAsksNothingMore: a chown of a file that has no set-user-ID or
+// set-group-ID bit (FATTR_KILL_SUIDGID) is one SETATTR: no GETATTR to see
+// whether there are bits to clear, since the SETATTR's own reply says so;
+// a file that has them loses them, as natively (TestKillPriv*).
+func TestChownAsksNothingMore(t *testing.T) {
+	for _, v := range diffVariants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			rec := measure.NewRecorder("test")
+			tm.mount(t, func(o *Options) { o.Recorder = rec })
+			count := func() int64 {
+				for _, s := range rec.Snapshot().Ops {
+					if s.Op == "getattr" {
+						return s.Count
+					}
+				}
+				return 0
+			}
+			f := filepath.Join(tm.mnt, "f")
+			must(t, os.WriteFile(f, []byte("x"), 0644))
+			_, err := os.Lstat(f)
+			must(t, err)
+			before := count()
+			must(t, os.Chown(f, 1000, 1000))
+			if n := count() - before; n != 0 {
+				t.Errorf("a chown made %d GETATTRs in the daemon, want 0", n)
+			}
+			must(t, syscall.Chmod(f, 06755))
+			must(t, os.Chown(f, 1001, 1001))
+			fi, err := os.Lstat(f)
+			must(t, err)
+			if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("mode %v after chown, want the set-ID bits dropped", fi.Mode())
+			}
+		})
+	}
+}
