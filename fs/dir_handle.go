@@ -21,8 +21,11 @@ type dirHandle struct {
 	mu sync.Mutex
 	ds fs.DirStream
 	// known is set for a listing made while the kernel still holds
-	// fresh entries of the directory's children (see Lookup).
-	known bool
+	// fresh entries of the directory's children (see Lookup); started
+	// is when the listing began, skipped whether it sent an entry
+	// without a lookup, looked whether it looked any up (READDIRPLUS).
+	known, skipped, looked bool
+	started                int64
 }
 
 var (
@@ -55,9 +58,15 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 			return nil, errno
 		}
 		d.ds = ds
-		d.known = d.n.listing()
+		d.started = time.Now().UnixNano()
+		d.known, d.skipped, d.looked = d.n.listing(d.started), false, false
 	}
 	if !d.ds.HasNext() {
+		if d.known && d.looked && !d.skipped {
+			// Every entry was looked up after all (the kernel had
+			// forgotten them): as good as a full listing.
+			d.n.listedAt(d.started)
+		}
 		return nil, 0
 	}
 	e, errno := d.ds.Next()
@@ -115,26 +124,37 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 // round trip.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if d.known && d.n.GetChild(name) != nil {
+		d.skipped = true
 		return nil, syscall.EEXIST
 	}
+	d.looked = true
 	return d.n.Lookup(ctx, name, out)
 }
 
-// listing starts a listing of directory n and reports whether the kernel
+// listing starts a listing of directory n at now and reports whether the kernel
 // still holds fresh entries (and attributes) of every child that go-fuse
 // knows: those of the last full listing, for the first half of their
 // lifetime, and those looked up or made since, which are newer. When not,
 // the listing looks every entry up, and is the new last full listing.
 // Never with shared storage, where a READDIRPLUS is how changes made
 // behind the mount reach the kernel.
-func (n *node) listing() bool {
+func (n *node) listing(now int64) bool {
 	if n.r.sharedStorage {
 		return false
 	}
-	now := time.Now().UnixNano()
 	if last := n.listed.Load(); last != 0 && now-last < int64(n.r.attrTTL/2) {
 		return true
 	}
-	n.listed.Store(now)
+	n.listedAt(now)
 	return false
+}
+
+// listedAt records a full listing of n begun at t.
+func (n *node) listedAt(t int64) {
+	for {
+		last := n.listed.Load()
+		if last >= t || n.listed.CompareAndSwap(last, t) {
+			return
+		}
+	}
 }
