@@ -14,13 +14,6 @@ OLD=$1 NEW=$2
 W=$(mktemp -d)
 TAR=${3:-}
 REP=${4:-5}
-mount -t tmpfs -o size=4g tmpfs "$W"
-if [ -z "$TAR" ]; then
-	TAR=$W/tree.tar
-	tar -C "$(go env GOROOT)" -cf "$TAR" src/net
-fi
-TOP=$(tar -tf "$TAR" | head -1 | cut -d/ -f1)
-echo pass >"$W/pass"
 targets="native twin-old twin-new xts-old xts-new"
 bin() { case $1 in *old) echo "$OLD" ;; *new) echo "$NEW" ;; esac; }
 cleanup() {
@@ -29,6 +22,13 @@ cleanup() {
 	rm -rf "$W"
 }
 trap cleanup EXIT
+mount -t tmpfs -o size=4g tmpfs "$W"
+if [ -z "$TAR" ]; then
+	TAR=$W/tree.tar
+	tar -C "$(go env GOROOT)" -cf "$TAR" src/net
+fi
+TOP=$(tar -tf "$TAR" | awk -F/ 'NR == 1 { print $1 }')
+echo pass >"$W/pass"
 for t in $targets; do
 	mkdir -p "$W/$t.lower" "$W/$t.mnt"
 	case $t in
