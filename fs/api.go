@@ -121,6 +121,8 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if o.SharedStorage {
 		ttl = SharedCacheTimeout
 	}
+	r.attrTTL = ttl
+	r.sharedStorage = o.SharedStorage
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:       fsName,
@@ -234,7 +236,7 @@ func newRoot(o Options) (*root, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, fmt.Errorf("lower directory %s: not a directory", lower)
 	}
-	r := &root{dev: uint64(st.Dev), log: o.Log, rec: o.Recorder}
+	r := &root{dev: uint64(st.Dev), log: o.Log, rec: o.Recorder, xattrCache: !o.SharedStorage && o.Mirror == ""}
 	if err := r.build(o, lower); err != nil {
 		r.close()
 		return nil, err

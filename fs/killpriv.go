@@ -68,7 +68,10 @@ func (k *killPriv) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byt
 
 func (k *killPriv) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	st := k.RawFileSystem.SetAttr(cancel, in, out)
-	if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+	// out holds the attributes after the change: without a set-user-ID
+	// or set-group-ID bit left (the common case, and what a chown, which
+	// drops them in LOWER too, leaves), there is nothing to clear.
+	if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && out.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
 		k.clear(cancel, &in.InHeader)
 		// Report the mode as it is now.
 		k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: in.InHeader}, out)

@@ -94,6 +94,19 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		defer s.done(e)
 		return toErrno(a.lstat(e, st))
 	}
+	if f == nil && n.r.twin == nil && !n.r.sharedStorage {
+		// A stat by path of a file someone holds open (the kernel asks
+		// after a write, and twice around a chown): fstat of an open
+		// file of the node, the very inode, rather than a walk to its
+		// name. Under filesMu: Release closes the descriptor only after.
+		n.filesMu.Lock()
+		if len(n.files) > 0 {
+			fh = n.files[0]
+			defer n.filesMu.Unlock()
+		} else {
+			n.filesMu.Unlock()
+		}
+	}
 	var st syscall.Stat_t
 	fd := -1
 	if fh != nil {
@@ -120,27 +133,30 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (errno syscall.Errno) {
 	o := n.r.begin(measure.OpSetattr, n)
 	defer func() { o.end(errno) }()
+	// The reply carries the attributes after the change, as fresh as a
+	// GETATTR's, for as long (go-fuse sets no lifetime on SETATTR
+	// replies: the kernel would ask GETATTR at the next stat, three
+	// times per file of a tar x).
+	out.SetTimeout(n.r.attrTTL)
 	if sz, ok := in.GetSize(); ok {
 		o.io(int64(sz), 0)
 	}
-	fh := asFile(f)
-	if fh != nil {
-		errno = n.setattrFd(&o.a, n.r.main, fh.fd, in)
-		o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
-			if fh.twinFd < 0 {
-				return syscall.EBADF
-			}
-			return n.setattrFd(a, s, fh.twinFd, in)
-		})
-		if errno != 0 {
+	if fh := asFile(f); fh != nil {
+		return n.setattrFile(&o, fh, in, out)
+	}
+	if _, size := in.GetSize(); !size {
+		// chmod, chown and utimes come without a file handle even when
+		// the caller holds the file open (fchmod, fchown: tar x, for
+		// every file): through an open file of the node, the very
+		// inode, rather than its path.
+		n.filesMu.Lock()
+		if len(n.files) > 0 {
+			// Under filesMu: Release closes the descriptor only after.
+			errno = n.setattrFile(&o, n.files[0], in, out)
+			n.filesMu.Unlock()
 			return errno
 		}
-		var st syscall.Stat_t
-		if err := o.a.fstat(fh.fd, &st); err != nil {
-			return toErrno(err)
-		}
-		n.r.main.fillAttr(&st, &out.Attr)
-		return 0
+		n.filesMu.Unlock()
 	}
 	var st syscall.Stat_t
 	errno = n.setattrPath(&o.a, n.r.main, in, &st)
@@ -149,6 +165,26 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	})
 	if errno != 0 {
 		return errno
+	}
+	n.r.main.fillAttr(&st, &out.Attr)
+	return 0
+}
+
+// setattrFile applies in through the open file fh of n.
+func (n *node) setattrFile(o *opRun, fh *file, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	errno := n.setattrFd(&o.a, n.r.main, fh.fd, in)
+	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+		if fh.twinFd < 0 {
+			return syscall.EBADF
+		}
+		return n.setattrFd(a, s, fh.twinFd, in)
+	})
+	if errno != 0 {
+		return errno
+	}
+	var st syscall.Stat_t
+	if err := o.a.fstat(fh.fd, &st); err != nil {
+		return toErrno(err)
 	}
 	n.r.main.fillAttr(&st, &out.Attr)
 	return 0

@@ -24,16 +24,26 @@ var (
 	_ = (fs.NodeReaddirer)((*node)(nil))
 )
 
+// euid is the daemon's effective user ID.
+var euid = syscall.Geteuid()
+
 // preserveOwner gives a new lower entry the caller's uid and gid (the
 // directory's gid in a set-group-ID directory) when the daemon runs as
 // root (as go-fuse's loopback does).
 func preserveOwner(ctx context.Context, a *acct, e entry) {
-	if syscall.Geteuid() != 0 {
+	if euid != 0 {
 		return
 	}
 	if caller, ok := fuse.FromContext(ctx); ok {
 		t0 := a.now()
 		defer a.lowerSince(t0)
+		// Most often the entry is the caller's already (the daemon and
+		// the caller are both root): one stat says so, and nothing is
+		// changed.
+		var now syscall.Stat_t
+		if fstatat(e.dir, e.name, &now) == nil && now.Uid == caller.Uid && now.Gid == caller.Gid {
+			return
+		}
 		// Through an O_PATH descriptor: the entry checked below is the
 		// one changed, whatever is put under the name meanwhile.
 		fd, err := unix.Openat(e.dir, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -135,7 +145,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		// Made with its real mode at once: a default ACL of the parent
 		// is inherited from it (see umask.go).
-		cm := newCreateMode(ctx, mode)
+		cm := newCreateMode(ctx, s, n, mode)
 		want := cm.lower(a, e.dir)
 		if err := a.lowerErr(func() error { return unix.Mkdirat(e.dir, e.name, want) }); err != nil {
 			return err
@@ -159,14 +169,15 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		}
 		return nil
 	})
+	n.madeEntry(ch, syscall.S_IFDIR)
 	return ch, errno
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpMknod, n, name)
 	defer func() { o.end(errno) }()
-	ch, _, errno = n.create(ctx, &o, name, out, func(_ *side, a *acct, e entry) error {
-		cm := newCreateMode(ctx, mode)
+	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
+		cm := newCreateMode(ctx, s, n, mode)
 		want := cm.lower(a, e.dir)
 		if err := a.lowerErr(func() error { return unix.Mknodat(e.dir, e.name, mode&^07777|want, int(rdev)) }); err != nil {
 			return err
@@ -174,6 +185,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 		cm.settleAt(a, e.dir, e.name, want)
 		return nil
 	})
+	n.madeEntry(ch, mode)
 	return ch, errno
 }
 
@@ -192,6 +204,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		s.madeLink(a, e, cTarget)
 		return nil
 	})
+	n.madeEntry(ch, syscall.S_IFLNK)
 	return ch, errno
 }
 
@@ -217,6 +230,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpRmdir, n, name)
 	defer func() { o.end(errno) }()
+	n.forgetChildXattrs(name)
 	rmdir := func(s *side, a *acct) syscall.Errno {
 		e, errno := s.childAt(a, n, name)
 		if errno != 0 {
@@ -326,6 +340,7 @@ func dirEmpty(fd int, meta []string) (tmps []string, errno syscall.Errno) {
 func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpUnlink, n, name)
 	defer func() { o.end(errno) }()
+	n.forgetChildXattrs(name)
 	unlink := func(s *side, a *acct) syscall.Errno {
 		e, errno := s.childAt(a, n, name)
 		if errno != 0 {
@@ -355,6 +370,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok || np.r != n.r {
 		return syscall.EXDEV
 	}
+	np.forgetChildXattrs(newName)
 	rename := func(s *side, a *acct) syscall.Errno {
 		return s.rename(a, n, name, np, newName, flags)
 	}

@@ -53,7 +53,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer func() { o.end(errno) }()
 	fd, twinFd := -1, -1
 	ch, rel, errno := n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
-		cm := newCreateMode(ctx, mode)
+		cm := newCreateMode(ctx, s, n, mode)
 		want := cm.lower(a, e.dir)
 		t0 := a.now()
 		// O_NOFOLLOW (in openFlags): a symlink planted under the name
@@ -95,6 +95,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		closeFd(twinFd)
 		return nil, nil, 0, errno
 	}
+	n.madeEntry(ch, syscall.S_IFREG)
 	fh, fuseFlags, errno = ch.Operations().(*node).newFile(&o.a, rel, fd, twinFd, false)
 	if errno != 0 {
 		return nil, nil, 0, errno

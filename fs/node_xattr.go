@@ -104,7 +104,18 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 		// to the pool.
 		return append([]byte(nil), value...), "", 0
 	}
+	bit := n.cachedXattr(attr)
+	if n.xattrNone.absent(bit) {
+		return 0, syscall.ENODATA
+	}
+	known := n.xattrNone.load()
 	value, p, errno := get(n.r.main, &o.a)
+	if errno == syscall.ENODATA && bit != 0 {
+		n.xattrNone.learn(known, bit)
+		if bit == xattrBitCapability {
+			n.r.capNoData.Store(true)
+		}
+	}
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
 		_, _, errno := get(s, a)
 		return errno
@@ -151,6 +162,9 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return 0
 	}
 	errno = set(n.r.main, &o.a)
+	// Whether or not it took (a failure may come after a change), what
+	// the node knew of its xattrs is forgotten, after the change.
+	n.xattrNone.reset(0)
 	o.mirror(n.r, set)
 	return errno
 }

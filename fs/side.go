@@ -50,8 +50,21 @@ type root struct {
 	rec  *measure.Recorder
 	// kernelPassthrough hands open files to the kernel (twin only).
 	kernelPassthrough bool
-	rootNode          *node
-	closeOnce         sync.Once
+	// xattrCache lets nodes remember which well-known xattrs their
+	// lower object lacks (see xattrAbsent): off with SharedStorage,
+	// where others may set them in LOWER, and in mirror mode, where
+	// every operation must reach both sides.
+	xattrCache bool
+	// sharedStorage: LOWER is changed behind the mount too.
+	sharedStorage bool
+	// attrTTL is how long the kernel may keep attributes (CacheTimeout,
+	// or SharedCacheTimeout with shared storage).
+	attrTTL time.Duration
+	// capNoData is set once LOWER answered ENODATA for a
+	// security.capability (see newEntryXattrs).
+	capNoData atomic.Bool
+	rootNode  *node
+	closeOnce sync.Once
 }
 
 // node is one file, directory, symlink or special file of the mounted view.
@@ -70,6 +83,14 @@ type node struct {
 
 	// lower caches the node's lower name (see nodeName).
 	lower atomic.Pointer[lowerCache]
+
+	// xattrNone remembers which well-known xattrs the lower object is
+	// known to lack (see xattrAbsent).
+	xattrNone xattrAbsent
+	// listed is when the kernel last got every entry of this directory
+	// with its attributes (a READDIRPLUS that looked each one up; see
+	// listing), in Unix nanoseconds.
+	listed atomic.Int64
 
 	// files are the node's open files: after the last name of a file is
 	// gone they are the only way to it, and an open of /proc/PID/fd/N

@@ -79,16 +79,31 @@ type createMode struct {
 	// acl says whether the lower parent has a default ACL: 0 not looked
 	// up yet, 1 yes, -1 no.
 	acl int8
+	// parent is the parent directory's node when it remembers whether it
+	// has a default ACL (the mount's own side; see xattrAbsent).
+	parent *node
 }
 
-func newCreateMode(ctx context.Context, mode uint32) *createMode {
-	return &createMode{mode: mode & 07777, umask: umaskOf(ctx)}
+// newCreateMode is the mode of an entry made in directory parent on side s.
+func newCreateMode(ctx context.Context, s *side, parent *node, mode uint32) *createMode {
+	c := &createMode{mode: mode & 07777, umask: umaskOf(ctx)}
+	if s == parent.r.main && parent.r.xattrCache {
+		c.parent = parent
+	}
+	return c
 }
 
 // inherits reports whether lower directory dir (an O_PATH descriptor) has
 // a default ACL.
 func (c *createMode) inherits(a *acct, dir int) bool {
+	if c.acl == 0 && c.parent != nil && c.parent.xattrNone.absent(xattrBitACLDefault) {
+		c.acl = -1
+	}
 	if c.acl == 0 {
+		var known uint64
+		if c.parent != nil {
+			known = c.parent.xattrNone.load()
+		}
 		t0 := a.now()
 		n, err := unix.Getxattr(procFd(dir), aclDefault, nil)
 		a.lowerSince(t0)
@@ -96,12 +111,23 @@ func (c *createMode) inherits(a *acct, dir int) bool {
 		if err == nil && n > 0 {
 			c.acl = 1
 		}
+		if c.parent != nil && (err == unix.ENODATA || err == unix.EOPNOTSUPP) {
+			// EOPNOTSUPP: no ACLs in LOWER, which GETXATTR answers
+			// as ENODATA too.
+			c.parent.xattrNone.learn(known, xattrBitACLDefault)
+		}
 	}
 	return c.acl > 0
 }
 
 // lower returns the permission bits to create the entry with in dir.
+// Where the parent node remembers it, whether dir has a default ACL is
+// asked even when the umask takes nothing away: once per directory, and
+// then every entry made in it knows that it has no ACL (newEntryXattrs).
 func (c *createMode) lower(a *acct, dir int) uint32 {
+	if c.parent != nil {
+		c.inherits(a, dir)
+	}
 	if c.mode&c.umask == 0 || c.inherits(a, dir) {
 		return c.mode
 	}

@@ -1,0 +1,128 @@
+package fs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/measure"
+)
+
+// lsL lists dir as ls -l does: the entries, then an lstat and a getxattr
+// of the access ACL of each (which the kernel answers from its ACL cache
+// when it has one). It returns one line per entry.
+func lsL(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	var lines []string
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		var st syscall.Stat_t
+		must(t, syscall.Lstat(p, &st))
+		size := st.Size
+		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			size = -1 // crypt's differ
+		}
+		_, xerr := unix.Getxattr(p, "system.posix_acl_access", nil)
+		lines = append(lines, fmt.Sprintf("%s %o %d %d %d/%d %v", e.Name(), st.Mode, st.Nlink, size, st.Uid, st.Gid, xerr))
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+// TestWarmListing: a second ls -l of a directory whose entries the kernel
+// holds makes no LOOKUP and no GETXATTR per file (READDIRPLUS sends those
+// entries without a lookup, so the kernel keeps them and their cached
+// ACLs), and every listing shows what a native directory shows after each
+// change made through the mount since the last one.
+func TestWarmListing(t *testing.T) {
+	for _, v := range diffVariants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			rec := measure.NewRecorder("test")
+			tm.mount(t, func(o *Options) { o.Recorder = rec })
+			native := t.TempDir()
+			counts := func() map[string]int64 {
+				c := map[string]int64{}
+				for _, s := range rec.Snapshot().Ops {
+					c[s.Op] = s.Count
+				}
+				return c
+			}
+			steps := []struct {
+				name string
+				do   func(d string) error
+			}{
+				{"create", func(d string) error {
+					for i := 0; i < 20; i++ {
+						if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%02d", i)), []byte("x"), 0644); err != nil {
+							return err
+						}
+					}
+					return os.Mkdir(filepath.Join(d, "sub"), 0755)
+				}},
+				{"none", func(string) error { return nil }},
+				{"chmod", func(d string) error { return os.Chmod(filepath.Join(d, "f01"), 0600) }},
+				{"write", func(d string) error {
+					return os.WriteFile(filepath.Join(d, "f02"), []byte(strings.Repeat("y", 9000)), 0644)
+				}},
+				{"link", func(d string) error { return os.Link(filepath.Join(d, "f03"), filepath.Join(d, "sub", "l")) }},
+				{"rename-over", func(d string) error { return os.Rename(filepath.Join(d, "f04"), filepath.Join(d, "f05")) }},
+				{"unlink", func(d string) error { return os.Remove(filepath.Join(d, "f06")) }},
+				{"mkdir-rmdir", func(d string) error {
+					if err := os.Mkdir(filepath.Join(d, "f07x"), 0700); err != nil {
+						return err
+					}
+					return os.Remove(filepath.Join(d, "sub2"))
+				}},
+				{"symlink", func(d string) error { return os.Symlink("f08", filepath.Join(d, "ln")) }},
+				{"setfacl", func(d string) error {
+					return unix.Setxattr(filepath.Join(d, "f09"), "system.posix_acl_access", aclBytes(t), 0)
+				}},
+			}
+			for _, d := range []string{native, tm.mnt} {
+				must(t, os.Mkdir(filepath.Join(d, "d"), 0755))
+				must(t, os.Mkdir(filepath.Join(d, "d", "sub2"), 0755))
+			}
+			for _, s := range steps {
+				want := func() []string {
+					must(t, s.do(filepath.Join(native, "d")))
+					return lsL(t, filepath.Join(native, "d"))
+				}()
+				must(t, s.do(filepath.Join(tm.mnt, "d")))
+				got := lsL(t, filepath.Join(tm.mnt, "d"))
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Errorf("after %s: listing\n%s\nnatively\n%s", s.name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				// Again, nothing changed: the kernel has it all.
+				before := counts()
+				again := lsL(t, filepath.Join(tm.mnt, "d"))
+				after := counts()
+				if strings.Join(again, "\n") != strings.Join(want, "\n") {
+					t.Errorf("after %s, listed again: %s", s.name, strings.Join(again, "\n"))
+				}
+				if n := after["lookup"] - before["lookup"]; n != 0 {
+					t.Errorf("after %s: a warm ls -l made %d LOOKUPs, want 0", s.name, n)
+				}
+				if n := after["getxattr"] - before["getxattr"]; n != 0 {
+					t.Errorf("after %s: a warm ls -l made %d GETXATTRs (ACLs the kernel had cached), want 0", s.name, n)
+				}
+			}
+		})
+	}
+}
+
+// aclBytes is posixACLValue as bytes.
+func aclBytes(t *testing.T) []byte {
+	var b []byte
+	_, err := fmt.Sscanf(posixACLValue(), "%x", &b)
+	must(t, err)
+	return b
+}
