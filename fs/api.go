@@ -67,6 +67,18 @@ type Options struct {
 	// plaintext on disk: a measuring tool for non-secret data. It must
 	// start as a copy of the mount's plaintext (empty for a new volume).
 	Mirror string
+	// Transport is how requests travel: TransportDev (/dev/fuse),
+	// TransportUring (FUSE over io_uring, falling back to /dev/fuse with
+	// the reason logged when the kernel cannot) or TransportAuto (the
+	// ring where the kernel has it). Empty means DefaultTransport.
+	// TransportOf tells which one a mount got.
+	Transport string
+	// UringDepth is the number of ring entries per queue (0: the
+	// default of fs/uring).
+	UringDepth int
+	// ringFallback is why a mount that asked for the ring was mounted
+	// again on /dev/fuse.
+	ringFallback string
 }
 
 // CacheTimeout is how long the kernel may keep a name (or its absence)
@@ -97,7 +109,20 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.serve(mnt, o, nil)
+	srv, err := r.serve(mnt, o, nil)
+	var stuck *ringStuckError
+	if errors.As(err, &stuck) {
+		// The connection was lost to a ring that did not come up: mount
+		// again on /dev/fuse.
+		o.Log.Warn().Msgf("mount %s: %v; mounting again on /dev/fuse", mnt, err)
+		if r, err = newRoot(o); err != nil {
+			return nil, err
+		}
+		o.Transport = TransportDev
+		o.ringFallback = stuck.reason
+		return r.serve(mnt, o, nil)
+	}
+	return srv, err
 }
 
 // serve mounts r at mnt with o's mount options and starts serving. wrap,
@@ -174,22 +199,69 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if wrap != nil {
 		raw = wrap(raw)
 	}
+	// The ring is asked for in the INIT reply, which go-fuse sends from
+	// its own loop: FUSE_OVER_IO_URING goes in as an extra capability
+	// (granted only if the kernel offers it, that is if enable_uring is
+	// on). The queues register as soon as INIT is through, while
+	// WaitMount's first access to the mount waits for them.
+	asked := o.Transport
+	if asked == "" {
+		asked = DefaultTransport
+	}
+	paramHeld := false
+	var offerErr error
+	if asked != TransportDev {
+		if offerErr = acquireUringParam(o.Log); offerErr == nil {
+			paramHeld = true
+			opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+		}
+	}
 	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
+		if paramHeld {
+			releaseUringParam(o.Log)
+		}
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
+	}
+	var ring chan ringResult
+	if paramHeld {
+		ring = make(chan ringResult, 1)
+		go func() {
+			t, err := startRingFunc(srv, raw, &opts.MountOptions, o.UringDepth, o.Log)
+			ring <- ringResult{t, err}
+		}()
 	}
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
+	if err := waitMount(srv, mnt, ring); err != nil {
 		// The serve loop ends by itself when the mount never came up.
+		if ring != nil {
+			if res := <-ring; res.t != nil {
+				res.t.Stop()
+				res.t.Wait()
+			}
+		}
+		if paramHeld {
+			releaseUringParam(o.Log)
+		}
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
+	if o.ringFallback != "" {
+		asked, offerErr = TransportUring, errors.New(o.ringFallback)
+	}
+	endTransport := finishTransport(srv, o, asked, paramHeld, offerErr, ring, mnt)
 	raiseReadahead(mnt, opts.MaxReadAhead, o.Log)
+	ended := make(chan struct{})
+	ends.Store(srv, ended)
 	go func() {
-		// Once the last request is served, the root descriptors go.
+		// Once the last request is served, the ring ends and the root
+		// descriptors go.
 		srv.Wait()
+		endTransport()
 		r.close()
+		close(ended)
+		ends.Delete(srv)
 	}()
 	return srv, nil
 }

@@ -348,7 +348,7 @@ func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mnt string, in *
 	}()
 	in.listen(mnt)
 	ready()
-	srv.Wait()
+	fs.WaitEnd(srv)
 }
 
 // unmountServer unmounts after a signal. The kernel refuses while files on

@@ -1,0 +1,426 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+
+	"github.com/twincrypt/twincrypt/fs/uring"
+)
+
+// How requests travel between the kernel and the daemon (Options.Transport).
+const (
+	// TransportDev is read(2)/write(2) on /dev/fuse, go-fuse's own loop.
+	TransportDev = "dev"
+	// TransportUring is FUSE over io_uring (fs/uring): per-CPU queues of
+	// ring entries; INIT, FORGET, INTERRUPT and notifications stay on
+	// /dev/fuse. A mount asked for it falls back to /dev/fuse, saying
+	// why, when the kernel cannot do it.
+	TransportUring = "uring"
+	// TransportAuto is uring where the kernel has it, else dev.
+	TransportAuto = "auto"
+)
+
+// DefaultTransport is the transport of a mount that names none: /dev/fuse,
+// until the ring has proven itself faster (docs/uring.md).
+const DefaultTransport = TransportDev
+
+// ParseTransport checks a --transport value.
+func ParseTransport(s string) (string, error) {
+	switch s {
+	case "":
+		return DefaultTransport, nil
+	case TransportDev, TransportUring, TransportAuto:
+		return s, nil
+	}
+	return "", fmt.Errorf("unknown transport %q (want auto, dev or uring)", s)
+}
+
+// TransportInfo says how a mount's requests travel.
+type TransportInfo struct {
+	// Name is TransportDev or TransportUring: what the mount uses.
+	Name string
+	// Asked is what Options.Transport asked for.
+	Asked string
+	// Reason says why a mount that asked for the ring is on /dev/fuse.
+	Reason string
+	// Queues and Depth describe the ring.
+	Queues, Depth int
+	ring          *uring.Transport
+}
+
+// String is the one-line form for logs and stats: "uring (2 queues x 8)",
+// "dev", "dev (uring unavailable: ...)".
+func (i TransportInfo) String() string {
+	switch {
+	case i.Name == TransportUring:
+		return fmt.Sprintf("uring (%d queues x %d entries)", i.Queues, i.Depth)
+	case i.Reason != "":
+		return fmt.Sprintf("dev (uring unavailable: %s)", i.Reason)
+	}
+	return i.Name
+}
+
+// RingRequests is the number of requests answered over the ring so far
+// (0 on /dev/fuse).
+func (i TransportInfo) RingRequests() uint64 {
+	if i.ring == nil {
+		return 0
+	}
+	return i.ring.Served()
+}
+
+var transports sync.Map // *fuse.Server -> TransportInfo
+
+// TransportOf returns how the mount served by srv gets its requests.
+func TransportOf(srv *fuse.Server) TransportInfo {
+	if v, ok := transports.Load(srv); ok {
+		return v.(TransportInfo)
+	}
+	return TransportInfo{Name: TransportDev, Asked: TransportDev}
+}
+
+// enableUringParam is the fuse module's switch: the kernel offers
+// FUSE_OVER_IO_URING in INIT only while it is set.
+var enableUringParam = "/sys/module/fuse/parameters/enable_uring"
+
+// uringParam counts this process's mounts that rely on enable_uring. If we
+// switched it on, we switch it back off when the last of them ends (a
+// connection keeps its ring once it has one).
+var uringParam struct {
+	sync.Mutex
+	users int
+	weSet bool
+}
+
+// acquireUringParam makes sure the kernel offers the ring to the next
+// mount, switching enable_uring on if needed. It returns why not when it
+// cannot.
+func acquireUringParam(log zerolog.Logger) error {
+	uringParam.Lock()
+	defer uringParam.Unlock()
+	b, err := os.ReadFile(enableUringParam)
+	if errors.Is(err, os.ErrNotExist) {
+		return errors.New("kernel without FUSE over io_uring (no " + enableUringParam + "; needs Linux 6.14+ with CONFIG_FUSE_IO_URING)")
+	}
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(b)) != "Y" {
+		if err := os.WriteFile(enableUringParam, []byte("1"), 0); err != nil {
+			return fmt.Errorf("%s is off and cannot be switched on: %w", enableUringParam, err)
+		}
+		uringParam.weSet = true
+		log.Info().Msgf("switched %s on; it is switched off again when the last ring mount of this process ends", enableUringParam)
+	}
+	uringParam.users++
+	return nil
+}
+
+func releaseUringParam(log zerolog.Logger) {
+	uringParam.Lock()
+	defer uringParam.Unlock()
+	uringParam.users--
+	if uringParam.users > 0 || !uringParam.weSet {
+		return
+	}
+	uringParam.weSet = false
+	if err := os.WriteFile(enableUringParam, []byte("0"), 0); err != nil {
+		log.Warn().Msgf("restore %s: %v", enableUringParam, err)
+		return
+	}
+	log.Info().Msgf("switched %s off again (last ring mount ended)", enableUringParam)
+}
+
+// startRing moves a freshly mounted connection to the ring. It runs while
+// go-fuse answers INIT (uring.Start waits for it): the kernel holds every
+// request after INIT until all queues are registered, go-fuse's WaitMount
+// included. raw is the filesystem srv serves. On failure the error says
+// why.
+func startRing(srv *fuse.Server, raw fuse.RawFileSystem, opts *fuse.MountOptions, depth int, log zerolog.Logger) (*uring.Transport, error) {
+	fd, err := devFuseFD(srv)
+	if err != nil {
+		return nil, err
+	}
+	// The ring's requests are decoded and dispatched by go-fuse, by a
+	// ProtocolServer over the same RawFileSystem. It must know what INIT
+	// negotiated (protocol minor, flags) to decode as the Server does: it
+	// is told by answering the very INIT the kernel sent, before its
+	// first request. No request reaches the ring before INIT is
+	// through; go-fuse stored the INIT it got before replying to it, and
+	// the kernel took the reply before it let the ring start.
+	ps := fuse.NewProtocolServer(raw, opts)
+	var primeOnce sync.Once
+	var primeErr error
+	prime := func() {
+		if primeErr = primeInit(ps, srv.KernelSettings()); primeErr != nil {
+			log.Error().Msgf("uring: %v", primeErr)
+		}
+	}
+	page := os.Getpagesize()
+	maxWrite := opts.MaxWrite
+	if maxWrite <= 0 {
+		maxWrite = 128 << 10
+	}
+	// The kernel wants room for max(max_write, max_pages pages) per entry.
+	payload := max(8192, (maxWrite+page-1)/page*page)
+	return uring.Start(uring.Config{
+		DevFD:       fd,
+		Depth:       depth,
+		PayloadSize: payload,
+		Handle: func(in, out [][]byte) int {
+			primeOnce.Do(prime)
+			if primeErr != nil {
+				return 0
+			}
+			n, st := ps.HandleRequest(in, out)
+			if !st.Ok() {
+				return 0
+			}
+			return n
+		},
+		Logf: func(format string, args ...any) { log.Warn().Msgf(format, args...) },
+	})
+}
+
+// primeInit hands ps the kernel's INIT request, so that it negotiates
+// exactly what the Server did with the same options.
+func primeInit(ps *fuse.ProtocolServer, ks *fuse.InitIn) error {
+	// go-fuse's InitIn starts with the request's InHeader.
+	initIn := *ks
+	initIn.InHeader = fuse.InHeader{Length: uint32(unsafe.Sizeof(initIn)), Opcode: 26 /* FUSE_INIT */, Unique: 1}
+	in := unsafe.Slice((*byte)(unsafe.Pointer(&initIn)), unsafe.Sizeof(initIn))
+	out := make([]byte, 4096)
+	n, st := ps.HandleRequest([][]byte{in}, [][]byte{out})
+	if !st.Ok() || n < 16 {
+		return fmt.Errorf("decoder INIT: %v", st)
+	}
+	if errno := int32(*(*uint32)(unsafe.Pointer(&out[4]))); errno != 0 {
+		return fmt.Errorf("decoder INIT: %v", syscall.Errno(-errno))
+	}
+	return nil
+}
+
+// devFuseFD returns the /dev/fuse descriptor of srv. go-fuse v2.12 keeps it
+// unexported (Server.fuseFD.file); we read it by reflection, the one place
+// this package depends on go-fuse's internals. If a go-fuse upgrade moves
+// it, this fails and mounts fall back to /dev/fuse, saying so, and
+// TestUringTransport fails.
+func devFuseFD(srv *fuse.Server) (int, error) {
+	v := reflect.ValueOf(srv).Elem().FieldByName("fuseFD")
+	if !v.IsValid() || v.Kind() != reflect.Pointer || v.IsNil() {
+		return -1, errors.New("go-fuse internals changed: no Server.fuseFD")
+	}
+	f := v.Elem().FieldByName("file")
+	if !f.IsValid() || f.Type() != reflect.TypeOf((*os.File)(nil)) || f.IsNil() {
+		return -1, errors.New("go-fuse internals changed: no fuseFD.file")
+	}
+	file := (*os.File)(unsafe.Pointer(f.Pointer()))
+	conn, err := file.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := conn.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+var ends sync.Map // *fuse.Server -> chan struct{}, closed when all is released
+
+// WaitEnd is srv.Wait for a server Mount made: it also waits for the ring
+// to end and enable_uring to be given back. A daemon calls it, not
+// srv.Wait, before it exits.
+func WaitEnd(srv *fuse.Server) {
+	srv.Wait()
+	if ch, ok := ends.Load(srv); ok {
+		<-ch.(chan struct{})
+	}
+}
+
+// startRingFunc is startRing; tests replace it to make the ring fail.
+var startRingFunc = startRing
+
+// ringResult is the outcome of startRing.
+type ringResult struct {
+	t   *uring.Transport
+	err error
+}
+
+// ringStuckError is a mount lost to a ring that failed after INIT had
+// switched the connection to it: the kernel holds every request for a ring
+// that never comes, so the connection was aborted.
+type ringStuckError struct{ reason string }
+
+func (e *ringStuckError) Error() string {
+	return "FUSE over io_uring failed after INIT (" + e.reason + "); connection aborted"
+}
+
+// ringGrace is how long a mount whose ring failed may take to answer its
+// first request on /dev/fuse before it counts as stuck.
+const ringGrace = 2 * time.Second
+
+// waitMount is srv.WaitMount, which accesses the mount, watched: when the
+// ring fails after INIT handed the connection to it, the kernel holds that
+// access for ever; the connection is then aborted and a *ringStuckError
+// returned. A ring result it reads is put back into ring.
+func waitMount(srv *fuse.Server, mnt string, ring chan ringResult) error {
+	if ring == nil {
+		return srv.WaitMount()
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.WaitMount() }()
+	select {
+	case err := <-done:
+		return err
+	case res := <-ring:
+		ring <- res
+		if res.err == nil {
+			return <-done
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(ringGrace):
+		}
+		if err := abortConnection(mnt); err != nil {
+			// Without the abort WaitMount never returns.
+			return fmt.Errorf("ring failed (%v) and abort failed: %w", res.err, err)
+		}
+		<-done
+		// The aborted mount stays in the table until unmounted.
+		syscall.Unmount(mnt, syscall.MNT_DETACH)
+		return &ringStuckError{reason: res.err.Error()}
+	}
+}
+
+// abortConnection aborts the FUSE connection mounted at mnt through
+// /sys/fs/fuse/connections/N/abort: every request waiting on it fails with
+// ENOTCONN. N is the mount's device number, read from /proc/self/mountinfo
+// (a stat of the mount point would itself wait on the connection).
+func abortConnection(mnt string) error {
+	dev, err := mountDevice(mnt)
+	if err != nil {
+		return err
+	}
+	p := fmt.Sprintf("%s/%d/abort", fuseCtlDir, dev)
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		// fusectl is usually mounted by systemd; where it is not, mount
+		// it (it only shows the connections' controls).
+		if err := syscall.Mount("fusectl", fuseCtlDir, "fusectl", 0, ""); err != nil && !errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("mount fusectl at %s: %w", fuseCtlDir, err)
+		}
+	}
+	if err := os.WriteFile(p, []byte("1"), 0); err != nil {
+		return fmt.Errorf("abort FUSE connection: %w", err)
+	}
+	return nil
+}
+
+// fuseCtlDir is where the fusectl filesystem shows each connection.
+const fuseCtlDir = "/sys/fs/fuse/connections"
+
+// mountDevice returns the kernel's device number (major<<20 | minor) of
+// the last mount at mnt in /proc/self/mountinfo.
+func mountDevice(mnt string) (uint64, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0, err
+	}
+	found := false
+	var dev uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || unescapeMountinfo(f[4]) != mnt {
+			continue
+		}
+		var major, minor uint64
+		if _, err := fmt.Sscanf(f[2], "%d:%d", &major, &minor); err != nil {
+			continue
+		}
+		dev, found = major<<20|minor, true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s not in /proc/self/mountinfo", mnt)
+	}
+	return dev, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// finishTransport runs once the mount is up: it records and logs what the
+// mount uses. The returned function ends the ring after the server is
+// gone and gives enable_uring back.
+func finishTransport(srv *fuse.Server, o Options, asked string, paramHeld bool, offerErr error, ring <-chan ringResult, mnt string) func() {
+	info := TransportInfo{Name: TransportDev, Asked: asked}
+	var t *uring.Transport
+	if asked != TransportDev {
+		err := offerErr
+		if ring != nil {
+			res := <-ring
+			t, err = res.t, res.err
+		}
+		if err != nil {
+			if errors.Is(err, uring.ErrUnsupported) && srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+				err = errors.New("the kernel did not offer FUSE_OVER_IO_URING in INIT")
+			}
+			info.Reason = err.Error()
+		} else {
+			info.Name, info.Queues, info.Depth, info.ring = TransportUring, t.Queues(), t.Depth(), t
+		}
+	}
+	transports.Store(srv, info)
+	if info.Reason != "" {
+		o.Log.Warn().Msgf("mount %s: transport %s", mnt, info)
+	} else {
+		o.Log.Info().Msgf("mount %s: transport %s", mnt, info)
+	}
+	if t == nil && paramHeld {
+		releaseUringParam(o.Log)
+		paramHeld = false
+	}
+	return func() {
+		if t != nil {
+			// The kernel hands every entry back when the connection
+			// ends; give it a moment, then stop what is left.
+			select {
+			case <-t.Done():
+			case <-time.After(5 * time.Second):
+				t.Stop()
+				t.Wait()
+			}
+		}
+		if paramHeld {
+			releaseUringParam(o.Log)
+		}
+		transports.Delete(srv)
+	}
+}
