@@ -332,7 +332,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
 	}
 	in.transport = fs.TransportOf(srv).String()
-	if !f.quiet {
+	if !f.quiet || f.logFile != "" {
 		fmt.Fprintf(logOut, "twincrypt: %s: transport %s\n", plan.mnt, in.transport)
 	}
 	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
