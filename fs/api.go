@@ -22,6 +22,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/names"
+	"github.com/twincrypt/twincrypt/fs/uring"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -199,19 +200,20 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if wrap != nil {
 		raw = wrap(raw)
 	}
-	// The ring is asked for in the INIT reply, which go-fuse sends from
-	// its own loop: FUSE_OVER_IO_URING goes in as an extra capability
-	// (granted only if the kernel offers it, that is if enable_uring is
-	// on). The queues register as soon as INIT is through, while
-	// WaitMount's first access to the mount waits for them.
+	// The ring is asked for in the INIT reply, which go-fuse sends
+	// inside NewServer: FUSE_OVER_IO_URING goes in as an extra
+	// capability (granted only if the kernel offers it, that is if
+	// enable_uring is on). From then on the kernel holds every request
+	// until all queues are registered, WaitMount's included: the queues
+	// register between NewServer and Serve.
 	asked := o.Transport
 	if asked == "" {
 		asked = DefaultTransport
 	}
 	paramHeld := false
-	var offerErr error
+	var ringErr error
 	if asked != TransportDev {
-		if offerErr = acquireUringParam(o.Log); offerErr == nil {
+		if ringErr = acquireUringParam(o.Log); ringErr == nil {
 			paramHeld = true
 			opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 		}
@@ -224,22 +226,22 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
-	var ring chan ringResult
+	var ring *uring.Transport
 	if paramHeld {
-		ring = make(chan ringResult, 1)
-		go func() {
-			t, err := startRingFunc(srv, raw, &opts.MountOptions, o.UringDepth, o.Log)
-			ring <- ringResult{t, err}
-		}()
+		ring, ringErr = startRingFunc(srv, raw, &opts.MountOptions, o.UringDepth, o.Log)
+		if ringErr != nil && ringHoldsConnection(srv, ringErr) {
+			err := dropStuckConnection(srv, mnt, ringErr)
+			releaseUringParam(o.Log)
+			r.close()
+			return nil, err
+		}
 	}
 	go srv.Serve()
-	if err := waitMount(srv, mnt, ring); err != nil {
+	if err := srv.WaitMount(); err != nil {
 		// The serve loop ends by itself when the mount never came up.
 		if ring != nil {
-			if res := <-ring; res.t != nil {
-				res.t.Stop()
-				res.t.Wait()
-			}
+			ring.Stop()
+			ring.Wait()
 		}
 		if paramHeld {
 			releaseUringParam(o.Log)
@@ -248,9 +250,9 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
 	if o.ringFallback != "" {
-		asked, offerErr = TransportUring, errors.New(o.ringFallback)
+		asked, ringErr = TransportUring, errors.New(o.ringFallback)
 	}
-	endTransport := finishTransport(srv, o, asked, paramHeld, offerErr, ring, mnt)
+	endTransport := finishTransport(srv, o, asked, paramHeld, ring, ringErr, mnt)
 	raiseReadahead(mnt, opts.MaxReadAhead, o.Log)
 	ended := make(chan struct{})
 	ends.Store(srv, ended)

@@ -141,11 +141,10 @@ func releaseUringParam(log zerolog.Logger) {
 	log.Info().Msgf("switched %s off again (last ring mount ended)", enableUringParam)
 }
 
-// startRing moves a freshly mounted connection to the ring. It runs while
-// go-fuse answers INIT (uring.Start waits for it): the kernel holds every
-// request after INIT until all queues are registered, go-fuse's WaitMount
-// included. raw is the filesystem srv serves. On failure the error says
-// why.
+// startRing moves a freshly mounted connection to the ring, after INIT
+// (NewServer) and before Serve: the kernel holds every request after INIT
+// until all queues are registered. raw is the filesystem srv serves. On
+// failure the error says why.
 func startRing(srv *fuse.Server, raw fuse.RawFileSystem, opts *fuse.MountOptions, depth int, log zerolog.Logger) (*uring.Transport, error) {
 	fd, err := devFuseFD(srv)
 	if err != nil {
@@ -154,17 +153,11 @@ func startRing(srv *fuse.Server, raw fuse.RawFileSystem, opts *fuse.MountOptions
 	// The ring's requests are decoded and dispatched by go-fuse, by a
 	// ProtocolServer over the same RawFileSystem. It must know what INIT
 	// negotiated (protocol minor, flags) to decode as the Server does: it
-	// is told by answering the very INIT the kernel sent, before its
-	// first request. No request reaches the ring before INIT is
-	// through; go-fuse stored the INIT it got before replying to it, and
-	// the kernel took the reply before it let the ring start.
+	// is told by answering the very INIT the kernel sent, which NewServer
+	// has answered before returning.
 	ps := fuse.NewProtocolServer(raw, opts)
-	var primeOnce sync.Once
-	var primeErr error
-	prime := func() {
-		if primeErr = primeInit(ps, srv.KernelSettings()); primeErr != nil {
-			log.Error().Msgf("uring: %v", primeErr)
-		}
+	if err := primeInit(ps, srv.KernelSettings()); err != nil {
+		return nil, err
 	}
 	page := os.Getpagesize()
 	maxWrite := opts.MaxWrite
@@ -178,10 +171,6 @@ func startRing(srv *fuse.Server, raw fuse.RawFileSystem, opts *fuse.MountOptions
 		Depth:       depth,
 		PayloadSize: payload,
 		Handle: func(in, out [][]byte) int {
-			primeOnce.Do(prime)
-			if primeErr != nil {
-				return 0
-			}
 			n, st := ps.HandleRequest(in, out)
 			if !st.Ok() {
 				return 0
@@ -251,12 +240,6 @@ func WaitEnd(srv *fuse.Server) {
 // startRingFunc is startRing; tests replace it to make the ring fail.
 var startRingFunc = startRing
 
-// ringResult is the outcome of startRing.
-type ringResult struct {
-	t   *uring.Transport
-	err error
-}
-
 // ringStuckError is a mount lost to a ring that failed after INIT had
 // switched the connection to it: the kernel holds every request for a ring
 // that never comes, so the connection was aborted.
@@ -266,42 +249,26 @@ func (e *ringStuckError) Error() string {
 	return "FUSE over io_uring failed after INIT (" + e.reason + "); connection aborted"
 }
 
-// ringGrace is how long a mount whose ring failed may take to answer its
-// first request on /dev/fuse before it counts as stuck.
-const ringGrace = 2 * time.Second
+// ringHoldsConnection says whether a ring that failed with err leaves the
+// connection waiting for it: INIT granted FUSE_OVER_IO_URING (the kernel
+// offered it and we asked), and the kernel did not refuse the ring
+// outright.
+func ringHoldsConnection(srv *fuse.Server, err error) bool {
+	return srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING != 0 && !errors.Is(err, uring.ErrUnsupported)
+}
 
-// waitMount is srv.WaitMount, which accesses the mount, watched: when the
-// ring fails after INIT handed the connection to it, the kernel holds that
-// access for ever; the connection is then aborted and a *ringStuckError
-// returned. A ring result it reads is put back into ring.
-func waitMount(srv *fuse.Server, mnt string, ring chan ringResult) error {
-	if ring == nil {
-		return srv.WaitMount()
+// dropStuckConnection ends a connection that waits for a ring that will
+// not come: it aborts it, so that nothing waits on it, lets go-fuse's loop
+// see the end, and takes the mount away.
+func dropStuckConnection(srv *fuse.Server, mnt string, ringErr error) error {
+	abortErr := abortConnection(mnt)
+	syscall.Unmount(mnt, syscall.MNT_DETACH)
+	go srv.Serve()
+	srv.Wait()
+	if abortErr != nil {
+		return fmt.Errorf("mount %s: ring failed (%v) and the connection could not be aborted: %w", mnt, ringErr, abortErr)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.WaitMount() }()
-	select {
-	case err := <-done:
-		return err
-	case res := <-ring:
-		ring <- res
-		if res.err == nil {
-			return <-done
-		}
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(ringGrace):
-		}
-		if err := abortConnection(mnt); err != nil {
-			// Without the abort WaitMount never returns.
-			return fmt.Errorf("ring failed (%v) and abort failed: %w", res.err, err)
-		}
-		<-done
-		// The aborted mount stays in the table until unmounted.
-		syscall.Unmount(mnt, syscall.MNT_DETACH)
-		return &ringStuckError{reason: res.err.Error()}
-	}
+	return &ringStuckError{reason: ringErr.Error()}
 }
 
 // abortConnection aborts the FUSE connection mounted at mnt through
@@ -377,32 +344,26 @@ func unescapeMountinfo(s string) string {
 }
 
 // finishTransport runs once the mount is up: it records and logs what the
-// mount uses. The returned function ends the ring after the server is
-// gone and gives enable_uring back.
-func finishTransport(srv *fuse.Server, o Options, asked string, paramHeld bool, offerErr error, ring <-chan ringResult, mnt string) func() {
+// mount uses (ring, or /dev/fuse because of ringErr). The returned
+// function ends the ring after the server is gone and gives enable_uring
+// back.
+func finishTransport(srv *fuse.Server, o Options, asked string, paramHeld bool, t *uring.Transport, ringErr error, mnt string) func() {
 	info := TransportInfo{Name: TransportDev, Asked: asked}
-	var t *uring.Transport
 	if asked != TransportDev {
-		err := offerErr
-		if ring != nil {
-			res := <-ring
-			t, err = res.t, res.err
-		}
-		if err != nil {
-			if errors.Is(err, uring.ErrUnsupported) && srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
-				err = errors.New("the kernel did not offer FUSE_OVER_IO_URING in INIT")
+		if t == nil {
+			if ringErr == nil {
+				ringErr = errors.New("no ring")
 			}
-			info.Reason = err.Error()
+			if errors.Is(ringErr, uring.ErrUnsupported) && srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+				ringErr = errors.New("the kernel did not offer FUSE_OVER_IO_URING in INIT")
+			}
+			info.Reason = ringErr.Error()
 		} else {
 			info.Name, info.Queues, info.Depth, info.ring = TransportUring, t.Queues(), t.Depth(), t
 		}
 	}
 	transports.Store(srv, info)
-	if info.Reason != "" {
-		o.Log.Warn().Msgf("mount %s: transport %s", mnt, info)
-	} else {
-		o.Log.Info().Msgf("mount %s: transport %s", mnt, info)
-	}
+	o.Log.Info().Msgf("mount %s: transport %s", mnt, info)
 	if t == nil && paramHeld {
 		releaseUringParam(o.Log)
 		paramHeld = false

@@ -25,6 +25,9 @@ const CapOverIOUring = 1 << 41
 
 // Commands of an IORING_OP_URING_CMD SQE on /dev/fuse (enum fuse_uring_cmd).
 const (
+	// cmdInvalid is FUSE_IO_URING_CMD_INVALID, which the kernel refuses;
+	// waitInit uses the way it refuses.
+	cmdInvalid = 0
 	// cmdRegister registers an entry's buffers with queue qid and waits for
 	// a request.
 	cmdRegister = 1 // FUSE_IO_URING_CMD_REGISTER

@@ -88,7 +88,6 @@ const (
 	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN
 	setupSQE128       = 1 << 10 // IORING_SETUP_SQE128
 	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER
-	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN
 
 	featSingleMmap = 1 << 0 // IORING_FEAT_SINGLE_MMAP
 
@@ -124,16 +123,20 @@ type ring struct {
 
 // newRing sets up a ring of (at least) entries SQEs with 128-byte SQEs, as
 // FUSE's uring commands need. The calling goroutine must be locked to its OS
-// thread, and every later call must come from that thread: the ring is set
-// up single-issuer with deferred task work, so completions are only
-// processed when this thread waits for them.
+// thread, and every later call must come from that thread
+// (IORING_SETUP_SINGLE_ISSUER).
+//
+// Task work is cooperative (COOP_TASKRUN): the kernel queues the work that
+// hands a request to an entry on this thread and runs it when the thread
+// next enters the ring, with no interrupt of a thread busy answering
+// another request. (DEFER_TASKRUN, which keeps that work on the ring's own
+// list, behaves the same for a killed daemon; see docs/uring.md, Limits.)
 func newRing(entries uint32) (*ring, error) {
 	r := &ring{fd: -1}
-	r.p.flags = setupSQE128 | setupSingleIssuer | setupDeferTaskrun
+	r.p.flags = setupSQE128 | setupSingleIssuer | setupCoopTaskrun
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&r.p)), 0)
 	if errno == unix.EINVAL {
-		// Kernels before 6.1 have no DEFER_TASKRUN: cooperative task
-		// work is the next best (no IPI to interrupt us).
+		// Kernels before 6.0 have no SINGLE_ISSUER.
 		r.p = params{flags: setupSQE128 | setupCoopTaskrun}
 		fd, _, errno = unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&r.p)), 0)
 	}
@@ -237,12 +240,10 @@ func (r *ring) publish() {
 // least one completion is there. EINTR is retried.
 func (r *ring) enter(wait bool) error {
 	r.publish()
-	var flags, minComplete uintptr
+	// GETEVENTS also runs the task work that posts completions.
+	var flags, minComplete uintptr = enterGetEvents, 0
 	if wait {
-		flags, minComplete = enterGetEvents, 1
-	} else {
-		// With DEFER_TASKRUN completions are only posted when we ask.
-		flags = enterGetEvents
+		minComplete = 1
 	}
 	for {
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.toSubmit), minComplete, flags, 0, 0)

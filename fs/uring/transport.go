@@ -16,8 +16,8 @@
 //
 // Each queue is served by one goroutine locked to its OS thread (and pinned
 // to the queue's CPU when the scheduler lets it), which owns its io_uring
-// instance (single issuer, deferred task work: completions are processed
-// only when the thread waits for them, with no interrupts) and answers its
+// instance (single issuer, cooperative task work: completions are posted
+// when the thread enters the ring, with no interrupts) and answers its
 // requests one after another, as libfuse's queue threads do.
 package uring
 
@@ -31,6 +31,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +62,11 @@ type Config struct {
 	Handle func(in, out [][]byte) int
 	// Logf reports what goes wrong (nil: silent).
 	Logf func(format string, args ...any)
+	// InitTimeout bounds the wait for the connection's INIT, which the
+	// kernel needs before it takes registrations (0: 30 s). Start may
+	// run before INIT is answered: it has to, when the caller's first
+	// access to the mount waits for the ring.
+	InitTimeout time.Duration
 }
 
 // DefaultDepth is the default number of entries per queue.
@@ -73,7 +79,10 @@ type Transport struct {
 	stopFD int
 	wg     sync.WaitGroup
 	served atomic.Uint64
-	once   sync.Once
+	done   chan struct{}
+	// mu guards the descriptors, which the last queue thread's exit closes.
+	mu      sync.Mutex
+	stopped bool
 }
 
 // ErrUnsupported is returned by Start when the kernel has no FUSE over
@@ -104,6 +113,9 @@ func Start(cfg Config) (*Transport, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	if cfg.InitTimeout <= 0 {
+		cfg.InitTimeout = 30 * time.Second
+	}
 	devFD, err := unix.FcntlInt(uintptr(cfg.DevFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("uring: dup /dev/fuse: %w", err)
@@ -113,12 +125,21 @@ func Start(cfg Config) (*Transport, error) {
 		unix.Close(devFD)
 		return nil, fmt.Errorf("uring: eventfd: %w", err)
 	}
-	t := &Transport{cfg: cfg, devFD: devFD, stopFD: stopFD}
+	t := &Transport{cfg: cfg, devFD: devFD, stopFD: stopFD, done: make(chan struct{})}
 	ready := make(chan error, cfg.Queues)
 	for qid := 0; qid < cfg.Queues; qid++ {
 		t.wg.Add(1)
 		go t.runQueue(qid, ready)
 	}
+	go func() {
+		t.wg.Wait()
+		t.mu.Lock()
+		unix.Close(t.devFD)
+		unix.Close(t.stopFD)
+		t.devFD, t.stopFD = -1, -1
+		t.mu.Unlock()
+		close(t.done)
+	}()
 	var errs []error
 	for range cfg.Queues {
 		if err := <-ready; err != nil {
@@ -146,29 +167,72 @@ func (t *Transport) Served() uint64 { return t.served.Load() }
 // the connection goes (unmount, abort): Stop is for when the caller gives up
 // on a connection that is still there.
 func (t *Transport) Stop() {
-	t.once.Do(func() {
-		var b [8]byte
-		*(*uint64)(unsafe.Pointer(&b[0])) = uint64(t.cfg.Queues)
-		unix.Write(t.stopFD, b[:])
-	})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || t.stopFD < 0 {
+		return
+	}
+	t.stopped = true
+	var b [8]byte
+	*(*uint64)(unsafe.Pointer(&b[0])) = uint64(t.cfg.Queues)
+	unix.Write(t.stopFD, b[:])
 }
 
-// Wait blocks until every queue thread has ended and releases the
-// transport's descriptors.
-func (t *Transport) Wait() {
-	t.wg.Wait()
-	if t.devFD >= 0 {
-		unix.Close(t.devFD)
-		t.devFD = -1
-	}
-	if t.stopFD >= 0 {
-		unix.Close(t.stopFD)
-		t.stopFD = -1
+// Done is closed when every queue thread has ended and the transport's
+// descriptors are released.
+func (t *Transport) Done() <-chan struct{} { return t.done }
+
+// Wait blocks until Done.
+func (t *Transport) Wait() { <-t.done }
+
+// stopTag is the user data of a queue's read of the stop eventfd; probeTag
+// that of the INIT probe.
+const (
+	stopTag  = ^uint64(0)
+	probeTag = ^uint64(1)
+)
+
+// waitInit waits until the connection has completed INIT. It sends the
+// kernel a command it does not know (FUSE_IO_URING_CMD_INVALID), which is
+// answered EAGAIN before INIT (the ring is sized from what INIT
+// negotiated), EINVAL after it, and EOPNOTSUPP when the connection has no
+// io_uring (enable_uring off, or FUSE_OVER_IO_URING not in the INIT
+// reply).
+func (q *queue) waitInit() error {
+	deadline := time.Now().Add(q.t.cfg.InitTimeout)
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		e := q.r.getSQE()
+		e.setCmd(cmdInvalid, cmdReq{qid: uint16(q.qid)}, probeTag)
+		res, got := int32(0), false
+		for !got && !q.stopped {
+			if err := q.r.enter(true); err != nil {
+				return err
+			}
+			q.r.reap(func(c cqe) {
+				switch c.userData {
+				case probeTag:
+					res, got = c.res, true
+				case stopTag:
+					q.stopped = true
+				}
+			})
+		}
+		switch {
+		case q.stopped:
+			return errors.New("stopped while waiting for INIT")
+		case res == -int32(syscall.EINVAL):
+			return nil
+		case res == -int32(syscall.EOPNOTSUPP):
+			return fmt.Errorf("%w: the connection has no io_uring (enable_uring off, or FUSE_OVER_IO_URING not negotiated in INIT)", ErrUnsupported)
+		case res != -int32(syscall.EAGAIN):
+			return fmt.Errorf("INIT probe: %w", syscall.Errno(-res))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no INIT within %v", q.t.cfg.InitTimeout)
+		}
+		time.Sleep(delay)
 	}
 }
-
-// stopTag is the user data of a queue's read of the stop eventfd.
-const stopTag = ^uint64(0)
 
 type entry struct {
 	hdr, payload []byte
@@ -211,6 +275,10 @@ func (t *Transport) runQueue(qid int, ready chan<- error) {
 	}
 	defer q.close()
 	q.armStop()
+	if err := q.waitInit(); err != nil {
+		ready <- fmt.Errorf("queue %d: %w", qid, err)
+		return
+	}
 	q.registering = true
 	for i := range q.ents {
 		e := q.r.getSQE()
