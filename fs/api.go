@@ -210,28 +210,27 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if asked == "" {
 		asked = DefaultTransport
 	}
-	paramHeld := false
+	var releaseParam func()
 	var ringErr error
 	if asked != TransportDev {
-		if ringErr = acquireUringParam(o.Log); ringErr == nil {
-			paramHeld = true
+		if releaseParam, ringErr = acquireUringParam(o.Log); ringErr == nil {
 			opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 		}
 	}
 	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
-		if paramHeld {
-			releaseUringParam(o.Log)
+		if releaseParam != nil {
+			releaseParam()
 		}
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
 	var ring *uring.Transport
-	if paramHeld {
+	if releaseParam != nil {
 		ring, ringErr = startRingFunc(srv, raw, &opts.MountOptions, o.UringDepth, o.Log)
+		releaseParam()
 		if ringErr != nil && ringHoldsConnection(srv, ringErr) {
 			err := dropStuckConnection(srv, mnt, ringErr)
-			releaseUringParam(o.Log)
 			r.close()
 			return nil, err
 		}
@@ -243,16 +242,13 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 			ring.Stop()
 			ring.Wait()
 		}
-		if paramHeld {
-			releaseUringParam(o.Log)
-		}
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
 	if o.ringFallback != "" {
 		asked, ringErr = TransportUring, errors.New(o.ringFallback)
 	}
-	endTransport := finishTransport(srv, o, asked, paramHeld, ring, ringErr, mnt)
+	endTransport := finishTransport(srv, o, asked, ring, ringErr, mnt)
 	raiseReadahead(mnt, opts.MaxReadAhead, o.Log)
 	ended := make(chan struct{})
 	ends.Store(srv, ended)

@@ -93,52 +93,51 @@ func TransportOf(srv *fuse.Server) TransportInfo {
 // FUSE_OVER_IO_URING in INIT only while it is set.
 var enableUringParam = "/sys/module/fuse/parameters/enable_uring"
 
-// uringParam counts this process's mounts that rely on enable_uring. If we
-// switched it on, we switch it back off when the last of them ends (a
-// connection keeps its ring once it has one).
-var uringParam struct {
-	sync.Mutex
-	users int
-	weSet bool
-}
+// uringParamLock serialises, across processes, the window in which a
+// mount switches enable_uring on for its INIT: a mount that found it off
+// switches it off again as soon as its ring is set up (a connection keeps
+// its ring once it has one), and another mount must not see it on then
+// and take it for the machine's setting.
+var uringParamLock = "/run/twincrypt-enable-uring.lock"
 
 // acquireUringParam makes sure the kernel offers the ring to the next
-// mount, switching enable_uring on if needed. It returns why not when it
-// cannot.
-func acquireUringParam(log zerolog.Logger) error {
-	uringParam.Lock()
-	defer uringParam.Unlock()
-	b, err := os.ReadFile(enableUringParam)
-	if errors.Is(err, os.ErrNotExist) {
-		return errors.New("kernel without FUSE over io_uring (no " + enableUringParam + "; needs Linux 6.14+ with CONFIG_FUSE_IO_URING)")
+// INIT, switching enable_uring on if needed; release (call it once the
+// ring is up or has failed) switches it back and lets other mounts in. It
+// returns why not when it cannot.
+func acquireUringParam(log zerolog.Logger) (release func(), err error) {
+	if _, err := os.Stat(enableUringParam); errors.Is(err, os.ErrNotExist) {
+		return nil, errors.New("kernel without FUSE over io_uring (no " + enableUringParam + "; needs Linux 6.14+ with CONFIG_FUSE_IO_URING)")
 	}
+	lock, err := os.OpenFile(uringParamLock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0600)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("lock for %s: %w", enableUringParam, err)
 	}
-	if strings.TrimSpace(string(b)) != "Y" {
-		if err := os.WriteFile(enableUringParam, []byte("1"), 0); err != nil {
-			return fmt.Errorf("%s is off and cannot be switched on: %w", enableUringParam, err)
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock for %s: %w", enableUringParam, err)
+	}
+	unlock := func() { lock.Close() } // closing drops the flock
+	b, err := os.ReadFile(enableUringParam)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	if strings.TrimSpace(string(b)) == "Y" {
+		return unlock, nil
+	}
+	if err := os.WriteFile(enableUringParam, []byte("1"), 0); err != nil {
+		unlock()
+		return nil, fmt.Errorf("%s is off and cannot be switched on: %w", enableUringParam, err)
+	}
+	log.Info().Msgf("switched %s on for this mount's INIT; it is switched off again once the ring is set up", enableUringParam)
+	return func() {
+		if err := os.WriteFile(enableUringParam, []byte("0"), 0); err != nil {
+			log.Warn().Msgf("restore %s: %v", enableUringParam, err)
+		} else {
+			log.Info().Msgf("switched %s off again", enableUringParam)
 		}
-		uringParam.weSet = true
-		log.Info().Msgf("switched %s on; it is switched off again when the last ring mount of this process ends", enableUringParam)
-	}
-	uringParam.users++
-	return nil
-}
-
-func releaseUringParam(log zerolog.Logger) {
-	uringParam.Lock()
-	defer uringParam.Unlock()
-	uringParam.users--
-	if uringParam.users > 0 || !uringParam.weSet {
-		return
-	}
-	uringParam.weSet = false
-	if err := os.WriteFile(enableUringParam, []byte("0"), 0); err != nil {
-		log.Warn().Msgf("restore %s: %v", enableUringParam, err)
-		return
-	}
-	log.Info().Msgf("switched %s off again (last ring mount ended)", enableUringParam)
+		unlock()
+	}, nil
 }
 
 // startRing moves a freshly mounted connection to the ring, after INIT
@@ -345,9 +344,8 @@ func unescapeMountinfo(s string) string {
 
 // finishTransport runs once the mount is up: it records and logs what the
 // mount uses (ring, or /dev/fuse because of ringErr). The returned
-// function ends the ring after the server is gone and gives enable_uring
-// back.
-func finishTransport(srv *fuse.Server, o Options, asked string, paramHeld bool, t *uring.Transport, ringErr error, mnt string) func() {
+// function ends the ring after the server is gone.
+func finishTransport(srv *fuse.Server, o Options, asked string, t *uring.Transport, ringErr error, mnt string) func() {
 	info := TransportInfo{Name: TransportDev, Asked: asked}
 	if asked != TransportDev {
 		if t == nil {
@@ -364,10 +362,6 @@ func finishTransport(srv *fuse.Server, o Options, asked string, paramHeld bool, 
 	}
 	transports.Store(srv, info)
 	o.Log.Info().Msgf("mount %s: transport %s", mnt, info)
-	if t == nil && paramHeld {
-		releaseUringParam(o.Log)
-		paramHeld = false
-	}
 	return func() {
 		if t != nil {
 			// The kernel hands every entry back when the connection
@@ -378,9 +372,6 @@ func finishTransport(srv *fuse.Server, o Options, asked string, paramHeld bool, 
 				t.Stop()
 				t.Wait()
 			}
-		}
-		if paramHeld {
-			releaseUringParam(o.Log)
 		}
 		transports.Delete(srv)
 	}

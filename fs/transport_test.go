@@ -35,7 +35,7 @@ func requireUringKernel(t *testing.T) {
 // is the ring that carries the requests (the transport says so and its
 // request counter moves with the operations), that data written through it
 // reads back, from the mount and after a remount, and that enable_uring is
-// back to what it was once the mount has ended.
+// back to what it was as soon as the ring is up.
 func TestUringTransport(t *testing.T) {
 	requireUringKernel(t)
 	paramBefore, _ := os.ReadFile(enableUringParam)
@@ -49,6 +49,9 @@ func TestUringTransport(t *testing.T) {
 			}
 			if n, _ := uring.PossibleCPUs(); info.Queues != n || info.Depth != 4 {
 				t.Errorf("ring %d queues x %d, want %d x 4", info.Queues, info.Depth, n)
+			}
+			if now, _ := os.ReadFile(enableUringParam); !bytes.Equal(now, paramBefore) {
+				t.Errorf("%s is %q while the ring mount runs, was %q before", enableUringParam, now, paramBefore)
 			}
 			if !strings.Contains(tm.log.String(), "transport uring") {
 				t.Errorf("mount log does not name the transport: %q", tm.log.String())
@@ -320,8 +323,9 @@ func TestUringLazyUnmount(t *testing.T) {
 // registered.
 func TestUringWaitsForInit(t *testing.T) {
 	requireUringKernel(t)
-	must(t, acquireUringParam(zerolog.Nop()))
-	defer releaseUringParam(zerolog.Nop())
+	release, err := acquireUringParam(zerolog.Nop())
+	must(t, err)
+	defer release()
 	mnt := t.TempDir()
 	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	must(t, err)

@@ -79,8 +79,8 @@ every change goes through this mount.
 --transport picks how the kernel's requests reach the daemon: dev (the
 default) reads and writes /dev/fuse; uring uses FUSE over io_uring (Linux
 6.14+: one queue of --uring-depth entries per CPU; twincrypt switches the fuse
-module's enable_uring on if needed and back off when its last ring mount
-ends) and falls back to /dev/fuse, saying why, where the kernel cannot; auto
+module's enable_uring on for the mount's start if needed, and back off once
+the ring is up) and falls back to /dev/fuse, saying why, where the kernel cannot; auto
 is uring where the kernel has it. The log's first line names the transport,
 and so does 'twincrypt stats'. See docs/uring.md.
 
