@@ -22,6 +22,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/names"
+	"github.com/twincrypt/twincrypt/fs/uring"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -67,6 +68,18 @@ type Options struct {
 	// plaintext on disk: a measuring tool for non-secret data. It must
 	// start as a copy of the mount's plaintext (empty for a new volume).
 	Mirror string
+	// Transport is how requests travel: TransportDev (/dev/fuse),
+	// TransportUring (FUSE over io_uring, falling back to /dev/fuse with
+	// the reason logged when the kernel cannot) or TransportAuto (the
+	// ring where the kernel has it). Empty means DefaultTransport.
+	// TransportOf tells which one a mount got.
+	Transport string
+	// UringDepth is the number of ring entries per queue (0: the
+	// default of fs/uring).
+	UringDepth int
+	// ringFallback is why a mount that asked for the ring was mounted
+	// again on /dev/fuse.
+	ringFallback string
 }
 
 // CacheTimeout is how long the kernel may keep a name (or its absence)
@@ -97,7 +110,20 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.serve(mnt, o, nil)
+	srv, err := r.serve(mnt, o, nil)
+	var stuck *ringStuckError
+	if errors.As(err, &stuck) {
+		// The connection was lost to a ring that did not come up: mount
+		// again on /dev/fuse.
+		o.Log.Warn().Msgf("mount %s: %v; mounting again on /dev/fuse", mnt, err)
+		if r, err = newRoot(o); err != nil {
+			return nil, err
+		}
+		o.Transport = TransportDev
+		o.ringFallback = stuck.reason
+		return r.serve(mnt, o, nil)
+	}
+	return srv, err
 }
 
 // serve mounts r at mnt with o's mount options and starts serving. wrap,
@@ -176,22 +202,66 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if wrap != nil {
 		raw = wrap(raw)
 	}
+	// The ring is asked for in the INIT reply, which go-fuse sends
+	// inside NewServer: FUSE_OVER_IO_URING goes in as an extra
+	// capability (granted only if the kernel offers it, that is if
+	// enable_uring is on). From then on the kernel holds every request
+	// until all queues are registered, WaitMount's included: the queues
+	// register between NewServer and Serve.
+	asked := o.Transport
+	if asked == "" {
+		asked = DefaultTransport
+	}
+	var releaseParam func()
+	var ringErr error
+	if asked != TransportDev {
+		if releaseParam, ringErr = acquireUringParam(o.Log); ringErr == nil {
+			opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+		}
+	}
 	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
+		if releaseParam != nil {
+			releaseParam()
+		}
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
+	}
+	var ring *uring.Transport
+	if releaseParam != nil {
+		ring, ringErr = startRingFunc(srv, raw, &opts.MountOptions, o.UringDepth, o.Log)
+		releaseParam()
+		if ringErr != nil && ringHoldsConnection(srv, ringErr) {
+			err := dropStuckConnection(srv, mnt, ringErr)
+			r.close()
+			return nil, err
+		}
 	}
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		// The serve loop ends by itself when the mount never came up.
+		if ring != nil {
+			ring.Stop()
+			ring.Wait()
+		}
 		r.close()
 		return nil, fmt.Errorf("mount %s: %w", mnt, err)
 	}
+	if o.ringFallback != "" {
+		asked, ringErr = TransportUring, errors.New(o.ringFallback)
+	}
+	endTransport := finishTransport(srv, o, asked, ring, ringErr, mnt)
 	raiseReadahead(mnt, opts.MaxReadAhead, o.Log)
+	ended := make(chan struct{})
+	ends.Store(srv, ended)
 	go func() {
-		// Once the last request is served, the root descriptors go.
+		// Once the last request is served, the ring ends and the root
+		// descriptors go.
 		srv.Wait()
+		endTransport()
 		r.close()
+		close(ended)
+		ends.Delete(srv)
 	}()
 	return srv, nil
 }

@@ -70,6 +70,7 @@ func (tm *testMount) unmountNow(t testing.TB) {
 	if err := tm.srv.Unmount(); err != nil {
 		t.Fatalf("unmount: %v", err)
 	}
+	WaitEnd(tm.srv)
 	tm.unmounted = true
 }
 
@@ -132,7 +133,9 @@ func newVolume(t testing.TB, v variant) *testMount {
 func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
 	t.Helper()
 	requireFUSE(t)
-	o := Options{Lower: tm.lower, Config: tm.cfg, MasterKey: tm.master, Log: zerolog.New(tm.log)}
+	o := Options{Lower: tm.lower, Config: tm.cfg, MasterKey: tm.master, Log: zerolog.New(tm.log),
+		Transport: testTransport(t)}
+	envTransport := o.Transport
 	for _, m := range mutate {
 		m(&o)
 	}
@@ -144,6 +147,10 @@ func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
 		t.Fatalf("WaitMount: %v", err)
 	}
 	tm.served(t, srv)
+	if o.Transport == envTransport {
+		// A test that picks its transport checks it itself.
+		requireTransport(t, srv, o.Transport)
+	}
 }
 
 // served records srv as tm's server and unmounts it at cleanup (unless the
@@ -157,6 +164,7 @@ func (tm *testMount) served(t testing.TB, srv *fuse.Server) {
 		var err error
 		for i := 0; i < 50; i++ {
 			if err = srv.Unmount(); err == nil {
+				WaitEnd(srv)
 				return
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -451,6 +451,9 @@ type Snapshot struct {
 	// Filled in by the daemon, not by measure.
 	CPUUserS float64 `json:"cpu_user_s"`
 	CPUSysS  float64 `json:"cpu_sys_s"`
+	// Transport is how the kernel's requests reach the daemon: "dev"
+	// (/dev/fuse) or "uring (...)" (FUSE over io_uring).
+	Transport string `json:"transport,omitempty"`
 }
 
 // Snapshot returns the current statistics. Each operation is copied under

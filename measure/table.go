@@ -62,6 +62,9 @@ func (s Snapshot) Table(w io.Writer) {
 		fmt.Fprintf(w, "CPU: user %.2f s, sys %.2f s; %s CPU-s per GiB moved\n",
 			s.CPUUserS, s.CPUSysS, cpuPerGiB(cpu, s.bytesMoved()))
 	}
+	if s.Transport != "" {
+		fmt.Fprintf(w, "transport: %s\n", s.Transport)
+	}
 }
 
 // minMovedForCPU is the data below which CPU seconds per GiB is not

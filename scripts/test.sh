@@ -10,3 +10,14 @@ go test -count=1 -timeout 20m "$@" ./...
 # The crash-state exploration at its short size (a few minutes; it skips
 # without root): its last line is "crash states: N explored, M violations".
 go run ./integration/crashsim/cmd/crashstates -size short
+
+# The ring transport: the differential tester, posixtest, the fault, crash
+# and ring tests again over FUSE over io_uring (mount --transport uring).
+# Where the kernel has no ring (or we are not root) they skip, saying why;
+# a mount that falls back to /dev/fuse skips its test rather than pass.
+if [ $# -eq 0 ]; then
+	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
+		-run 'TestDifferential|TestPosix$|TestFault|TestUring|TestCacheSeesDaemonChanges' ./fs
+	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
+		-run 'TestCrash|TestMountTransport' ./cmd/twincrypt
+fi

@@ -619,7 +619,8 @@ type crashVolume struct {
 func (v *crashVolume) mount() int {
 	t := v.t
 	t.Helper()
-	twincrypt(t, "", "mount", "-b", "-q", "--passfile", v.pf, v.lower, v.mnt).expectExit(t, 0, "mount")
+	twincrypt(t, "", append([]string{"mount", "-b", "-q", "--passfile", v.pf}, append(transportArgs(), v.lower, v.mnt)...)...).expectExit(t, 0, "mount")
+	requireTestTransport(t, v.mnt)
 	pids := daemonPIDs(t, v.mnt)
 	if len(pids) != 1 {
 		t.Fatalf("daemon pids for %s: %v, want one", v.mnt, pids)
@@ -1332,7 +1333,8 @@ func TestCrashLeftovers(t *testing.T) {
 	lower := initVolume(t, pf)
 	mnt := newMountpoint(t)
 	unmountOnCleanup(t, mnt)
-	twincrypt(t, "", "mount", "-b", "-q", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount")
+	twincrypt(t, "", append([]string{"mount", "-b", "-q", "--passfile", pf}, append(transportArgs(), lower, mnt)...)...).expectExit(t, 0, "mount")
+	requireTestTransport(t, mnt)
 
 	// Each entry is made alone, so that the lower names it adds are its.
 	added := func(fn func()) []string {

@@ -121,6 +121,8 @@ type instrument struct {
 	socket *control.Server
 	prom   *metrics.Server
 	log    zerolog.Logger
+	// transport names the mount's transport (set once mounted).
+	transport string
 }
 
 // startInstrument builds the recorder and op log (before the mount).
@@ -171,6 +173,7 @@ func startInstrument(f instrFlags, mnt string, log zerolog.Logger) (*instrument,
 // snapshot is the recorder's state plus the daemon's CPU time.
 func (in *instrument) snapshot() measure.Snapshot {
 	s := in.rec.Snapshot()
+	s.Transport = in.transport
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.CPUUserS = float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6

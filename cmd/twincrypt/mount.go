@@ -27,6 +27,8 @@ type mountFlags struct {
 	passthrough       bool
 	kernelPassthrough bool
 	sharedStorage     bool
+	transport         string
+	uringDepth        int
 	ro                bool
 	opts              []string
 	background        bool
@@ -74,6 +76,14 @@ changes made behind the mount show within a second, at the cost of more
 lookups. Without it the kernel keeps them for 30 s: right and faster when
 every change goes through this mount.
 
+--transport picks how the kernel's requests reach the daemon: dev (the
+default) reads and writes /dev/fuse; uring uses FUSE over io_uring (Linux
+6.14+: one queue of --uring-depth entries per CPU; twincrypt switches the fuse
+module's enable_uring on for the mount's start if needed, and back off once
+the ring is up) and falls back to /dev/fuse, saying why, where the kernel cannot; auto
+is uring where the kernel has it. The log's first line names the transport,
+and so does 'twincrypt stats'. See docs/uring.md.
+
 Mount options (-o, comma separated, may repeat):
   allow_other   let other users access the mount (needs user_allow_other in
                 /etc/fuse.conf when not root)
@@ -117,6 +127,8 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
+	fl.StringVar(&f.transport, "transport", fs.DefaultTransport, "how requests reach the daemon: `dev` (/dev/fuse), uring (FUSE over io_uring) or auto")
+	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`, default 8)")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
 	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec (comma separated)")
 	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")
@@ -207,6 +219,9 @@ func (p *mountPlan) unlock(pass []byte) (*keys.Locked, error) {
 func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 	if err := checkMountMasterKey(f); err != nil {
 		return err
+	}
+	if _, err := fs.ParseTransport(f.transport); err != nil {
+		return usageErrorf("--transport: %v", err)
 	}
 	plan, err := planMount(f, lowerArg, mntArg)
 	if err != nil {
@@ -300,6 +315,8 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			NoExec:            plan.opts.noexec,
 			KernelPassthrough: f.kernelPassthrough,
 			SharedStorage:     f.sharedStorage,
+			Transport:         f.transport,
+			UringDepth:        f.uringDepth,
 			Debug:             plan.opts.debug,
 			Log:               log,
 		})
@@ -313,6 +330,10 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	if err != nil {
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
+	}
+	in.transport = fs.TransportOf(srv).String()
+	if !f.quiet || f.logFile != "" {
+		fmt.Fprintf(logOut, "twincrypt: %s: transport %s\n", plan.mnt, in.transport)
 	}
 	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
 	// The summary goes where the log goes: stderr in the foreground, the
@@ -348,7 +369,7 @@ func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mnt string, in *
 	}()
 	in.listen(mnt)
 	ready()
-	srv.Wait()
+	fs.WaitEnd(srv)
 }
 
 // unmountServer unmounts after a signal. The kernel refuses while files on

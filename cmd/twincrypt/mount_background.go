@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/fs"
 	"github.com/twincrypt/twincrypt/measure/control"
 )
 
@@ -43,6 +44,12 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	}
 	if f.sharedStorage {
 		args = append(args, "--shared-storage")
+	}
+	if f.transport != "" && f.transport != fs.DefaultTransport {
+		args = append(args, "--transport", f.transport)
+	}
+	if f.uringDepth != 0 {
+		args = append(args, "--uring-depth", strconv.Itoa(f.uringDepth))
 	}
 	if o := plan.opts.String(); o != "" {
 		args = append(args, "-o", o)

@@ -512,6 +512,17 @@ func opLatency(runs []Run, op string) (p50, p99 float64, ok bool) {
 	return median(a), median(b), true
 }
 
+// transportOf is the transport the daemon of target tn reported (the first
+// run that says).
+func (res *Results) transportOf(tn string) string {
+	for _, r := range res.Runs {
+		if r.Target == tn && r.Stats != nil && r.Stats.Transport != "" {
+			return r.Stats.Transport
+		}
+	}
+	return ""
+}
+
 // statsTargets lists the targets whose runs carry per-op statistics.
 func (res *Results) statsTargets() []string {
 	var out []string
@@ -537,6 +548,11 @@ func (res *Results) latencyTable() (table, bool) {
 		title:  "Per-operation latency in the daemon, µs: p50 / p99 (median over repeats)",
 		fixed:  2,
 		header: append([]string{"workload", "op"}, targets...),
+	}
+	for _, tn := range targets {
+		if tr := res.transportOf(tn); tr != "" {
+			t.notes = append(t.notes, tn+": transport "+tr)
+		}
 	}
 	for _, w := range res.Workloads {
 		for _, op := range latencyOps {

@@ -60,9 +60,10 @@ func DefaultTargets(o TargetOptions) []Target {
 }
 
 // ExtraTargets run only when named in --targets: variants of a default
-// target (eCryptfs with its own default 128-bit key).
+// target (eCryptfs with its own default 128-bit key; the twin and
+// crypt-xts over FUSE over io_uring).
 func ExtraTargets(o TargetOptions) []Target {
-	return []Target{NewEcryptfs(16)}
+	return []Target{NewEcryptfs(16), NewUring(o, ""), NewUring(o, "aes-xts")}
 }
 
 // SelectableTargets is what --targets picks from: AllTargets, then

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twincrypt/twincrypt/measure"
@@ -19,14 +20,16 @@ import (
 // --summary that the daemon fills in at unmount: the per-op latency of
 // exactly that run.
 type twincrypt struct {
-	exe      string
-	cipher   string // "aes-xts", "aes-cbc"; "" for the twin
-	lower    string
-	mnt      string
-	passfile string
-	summary  string
-	d        daemon
-	stats    *measure.Snapshot
+	exe    string
+	cipher string // "aes-xts", "aes-cbc"; "" for the twin
+	// transport is mount --transport ("" for the default, /dev/fuse).
+	transport string
+	lower     string
+	mnt       string
+	passfile  string
+	summary   string
+	d         daemon
+	stats     *measure.Snapshot
 }
 
 // NewTwin returns the passthrough twin: the same FUSE code with the cipher
@@ -38,16 +41,27 @@ func NewTwin(o TargetOptions) Target { return &twincrypt{exe: o.Exe} }
 // "aes-cbc" at its default key size.
 func NewCrypt(o TargetOptions, cipher string) Target { return &twincrypt{exe: o.Exe, cipher: cipher} }
 
+// NewUring returns the twin (cipher "") or an encrypted volume served over
+// FUSE over io_uring (mount --transport uring): "twin-uring",
+// "crypt-xts-uring", to set side by side with their /dev/fuse selves.
+func NewUring(o TargetOptions, cipher string) Target {
+	return &twincrypt{exe: o.Exe, cipher: cipher, transport: "uring"}
+}
+
 func (t *twincrypt) Name() string {
+	suffix := ""
+	if t.transport != "" {
+		suffix = "-" + t.transport
+	}
 	switch t.cipher {
 	case "":
-		return "twin"
+		return "twin" + suffix
 	case "aes-xts":
-		return "crypt-xts"
+		return "crypt-xts" + suffix
 	case "aes-cbc":
-		return "crypt-cbc"
+		return "crypt-cbc" + suffix
 	}
-	return "crypt-" + t.cipher
+	return "crypt-" + t.cipher + suffix
 }
 
 func (t *twincrypt) Available() error {
@@ -92,6 +106,9 @@ func (t *twincrypt) Mount(ctx context.Context) (string, error) {
 	} else {
 		args = append(args, "--passfile", t.passfile)
 	}
+	if t.transport != "" {
+		args = append(args, "--transport", t.transport)
+	}
 	out, err := run(ctx, nil, "", t.exe, append(args, t.lower, t.mnt)...)
 	if err != nil {
 		return "", err
@@ -117,6 +134,11 @@ func (t *twincrypt) Unmount(ctx context.Context) error {
 		return fmt.Errorf("parse the daemon's summary %s: %w", t.summary, err)
 	}
 	t.stats = &s
+	if t.transport != "" && !strings.HasPrefix(s.Transport, t.transport) {
+		// A fallback to /dev/fuse would put dev figures under a uring
+		// name.
+		return fmt.Errorf("%s ran on transport %q", t.Name(), s.Transport)
+	}
 	return nil
 }
 

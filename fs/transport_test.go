@@ -1,0 +1,346 @@
+package fs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+
+	"github.com/twincrypt/twincrypt/fs/uring"
+)
+
+// requireUringKernel skips, saying why, where FUSE over io_uring cannot
+// be had: no kernel support, or not root (enable_uring is root's switch).
+func requireUringKernel(t *testing.T) {
+	t.Helper()
+	requireFUSE(t)
+	if _, err := os.Stat(enableUringParam); err != nil {
+		t.Skipf("kernel without FUSE over io_uring (%v): needs Linux 6.14+ with CONFIG_FUSE_IO_URING", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot switch on " + enableUringParam)
+	}
+}
+
+// TestUringTransport mounts every variant over the ring and checks that it
+// is the ring that carries the requests (the transport says so and its
+// request counter moves with the operations), that data written through it
+// reads back, from the mount and after a remount, and that enable_uring is
+// back to what it was as soon as the ring is up.
+func TestUringTransport(t *testing.T) {
+	requireUringKernel(t)
+	paramBefore, _ := os.ReadFile(enableUringParam)
+	for _, v := range append(variants, variant{name: "plainnames", cipher: "aes-xts", keyBytes: 64, plaintextNames: true}) {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			tm.mount(t, func(o *Options) { o.Transport = TransportUring; o.UringDepth = 4 })
+			info := TransportOf(tm.srv)
+			if info.Name != TransportUring {
+				t.Fatalf("transport %s, want uring", info)
+			}
+			if n, _ := uring.PossibleCPUs(); info.Queues != n || info.Depth != 4 {
+				t.Errorf("ring %d queues x %d, want %d x 4", info.Queues, info.Depth, n)
+			}
+			if now, _ := os.ReadFile(enableUringParam); !bytes.Equal(now, paramBefore) {
+				t.Errorf("%s is %q while the ring mount runs, was %q before", enableUringParam, now, paramBefore)
+			}
+			if !strings.Contains(tm.log.String(), "transport uring") {
+				t.Errorf("mount log does not name the transport: %q", tm.log.String())
+			}
+			before := info.RingRequests()
+			big := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16+7) // 300 KiB and a bit: many extents, a partial last one
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "big"), big, 0644))
+			must(t, os.Mkdir(filepath.Join(tm.mnt, "d"), 0755))
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "d", "small"), []byte("hello ring"), 0600))
+			must(t, os.Rename(filepath.Join(tm.mnt, "d", "small"), filepath.Join(tm.mnt, "d", "moved")))
+			must(t, syscall.Setxattr(filepath.Join(tm.mnt, "big"), "user.k", []byte("v"), 0))
+			got, err := os.ReadFile(filepath.Join(tm.mnt, "big"))
+			must(t, err)
+			if !bytes.Equal(got, big) {
+				t.Fatalf("read back %d bytes differ from the %d written", len(got), len(big))
+			}
+			ents, err := os.ReadDir(filepath.Join(tm.mnt, "d"))
+			must(t, err)
+			if len(ents) != 1 || ents[0].Name() != "moved" {
+				t.Fatalf("readdir %v", ents)
+			}
+			val := make([]byte, 8)
+			if n, err := syscall.Getxattr(filepath.Join(tm.mnt, "big"), "user.k", val); err != nil || string(val[:n]) != "v" {
+				t.Fatalf("getxattr %q, %v", val[:n], err)
+			}
+			if d := TransportOf(tm.srv).RingRequests() - before; d < 8 {
+				t.Fatalf("only %d requests came over the ring for a dozen operations", d)
+			}
+			tm.unmountNow(t)
+			// What the ring wrote is on disk: read it over /dev/fuse.
+			tm.unmounted = false
+			tm.mount(t, func(o *Options) { o.Transport = TransportDev })
+			got, err = os.ReadFile(filepath.Join(tm.mnt, "big"))
+			must(t, err)
+			if !bytes.Equal(got, big) {
+				t.Fatal("content written over the ring differs when read over /dev/fuse")
+			}
+		})
+	}
+	if after, _ := os.ReadFile(enableUringParam); !bytes.Equal(after, paramBefore) {
+		t.Errorf("%s is %q after the mounts ended, was %q", enableUringParam, after, paramBefore)
+	}
+}
+
+// TestUringFallbackNoKernel asks for the ring where the kernel has none
+// (the module parameter is missing): auto and uring mount on /dev/fuse and
+// say why.
+func TestUringFallbackNoKernel(t *testing.T) {
+	requireFUSE(t)
+	old := enableUringParam
+	enableUringParam = filepath.Join(t.TempDir(), "no-such-param")
+	t.Cleanup(func() { enableUringParam = old })
+	for _, tr := range []string{TransportAuto, TransportUring} {
+		tm := newVolume(t, variants[2])
+		tm.mount(t, func(o *Options) { o.Transport = tr })
+		info := TransportOf(tm.srv)
+		if info.Name != TransportDev || !strings.Contains(info.Reason, "kernel without FUSE over io_uring") {
+			t.Errorf("%s: transport %q reason %q", tr, info.Name, info.Reason)
+		}
+		if !strings.Contains(tm.log.String(), "uring unavailable") {
+			t.Errorf("%s: the log does not say why: %q", tr, tm.log.String())
+		}
+		must(t, os.WriteFile(filepath.Join(tm.mnt, "f"), []byte("x"), 0644))
+	}
+}
+
+// TestUringFallbackRingFails makes the ring fail after INIT has handed the
+// connection to it, when the kernel holds every request for the ring: the
+// mount must still come up, on /dev/fuse, saying why, and work.
+func TestUringFallbackRingFails(t *testing.T) {
+	requireUringKernel(t)
+	old := startRingFunc
+	startRingFunc = func(*fuse.Server, fuse.RawFileSystem, *fuse.MountOptions, int, zerolog.Logger) (*uring.Transport, error) {
+		return nil, errors.New("injected registration failure")
+	}
+	t.Cleanup(func() { startRingFunc = old })
+	tm := newVolume(t, variants[0])
+	tm.mount(t, func(o *Options) { o.Transport = TransportUring })
+	info := TransportOf(tm.srv)
+	if info.Name != TransportDev || !strings.Contains(info.Reason, "injected registration failure") {
+		t.Fatalf("transport %q reason %q", info.Name, info.Reason)
+	}
+	must(t, os.WriteFile(filepath.Join(tm.mnt, "f"), []byte("still works"), 0644))
+	if b, err := os.ReadFile(filepath.Join(tm.mnt, "f")); err != nil || string(b) != "still works" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+}
+
+// blockingFS stalls LOOKUP of "block-me" until release is closed: a daemon
+// that hangs on one request.
+type blockingFS struct {
+	fuse.RawFileSystem
+	release chan struct{}
+}
+
+func (b *blockingFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if name == "block-me" {
+		<-b.release
+		return fuse.ENOENT
+	}
+	return b.RawFileSystem.Lookup(cancel, h, name, out)
+}
+
+// mountBlocking mounts the twin over the ring with a daemon that stalls on
+// block-me.
+func mountBlocking(t *testing.T, tm *testMount, release chan struct{}) *fuse.Server {
+	t.Helper()
+	o := Options{Lower: tm.lower, Log: zerolog.New(tm.log), Transport: TransportUring}
+	r, err := newRoot(o)
+	must(t, err)
+	srv, err := r.serve(tm.mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
+		return &blockingFS{RawFileSystem: raw, release: release}
+	})
+	must(t, err)
+	if TransportOf(srv).Name != TransportUring {
+		t.Fatalf("transport %s, want uring", TransportOf(srv))
+	}
+	return srv
+}
+
+// statInBackground stats path and sends the error when it returns.
+func statInBackground(path string) chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(path)
+		done <- err
+	}()
+	return done
+}
+
+// TestUringAbortStalledDaemon: a client waits on a request the daemon
+// never answers; aborting the connection (/sys/fs/fuse/connections/N/abort,
+// what a watchdog does) gives the client an error, and the server ends.
+func TestUringAbortStalledDaemon(t *testing.T) {
+	requireUringKernel(t)
+	tm := newVolume(t, variants[2])
+	release := make(chan struct{})
+	srv := mountBlocking(t, tm, release)
+	t.Cleanup(func() {
+		close(release)
+		syscall.Unmount(tm.mnt, syscall.MNT_DETACH)
+		WaitEnd(srv)
+	})
+	done := statInBackground(filepath.Join(tm.mnt, "block-me"))
+	select {
+	case err := <-done:
+		t.Fatalf("stat returned (%v) while the daemon stalls", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	must(t, abortConnection(tm.mnt))
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+			t.Errorf("stat after abort: %v, want ENOTCONN or ECONNABORTED", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("client still blocked 30 s after the connection was aborted")
+	}
+}
+
+// TestUringKilledDaemon: a client blocked on the mount gets an error, not
+// a hang, when the daemon serving it over the ring is killed (SIGKILL).
+// The daemon is this test binary re-executed (TestUringDaemonHelper); the
+// client's request holds the thread of its CPU's queue. (The client waits
+// until the daemon has finished mounting: go-fuse's WaitMount makes a
+// request on the daemon's own mount, and a daemon killed while one of its
+// own threads waits on its own ring never exits; see docs/uring.md.)
+func TestUringKilledDaemon(t *testing.T) {
+	requireUringKernel(t)
+	tm := newVolume(t, variants[2])
+	// The killed helper cannot switch enable_uring back: we do.
+	if param, err := os.ReadFile(enableUringParam); err == nil {
+		t.Cleanup(func() { os.WriteFile(enableUringParam, param, 0) })
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestUringDaemonHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "TWINCRYPT_URING_DAEMON="+tm.mnt, "TWINCRYPT_URING_DAEMON_LOWER="+tm.lower)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		syscall.Unmount(tm.mnt, syscall.MNT_DETACH)
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "helper: transport") {
+		if time.Now().After(deadline) {
+			t.Fatalf("helper daemon did not mount: %s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "helper: transport uring") {
+		t.Fatalf("helper is not on the ring: %s", out.String())
+	}
+	done := statInBackground(filepath.Join(tm.mnt, "block-me"))
+	select {
+	case err := <-done:
+		t.Fatalf("stat returned (%v) while the daemon stalls; daemon said: %s", err, out.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	must(t, cmd.Process.Signal(syscall.SIGKILL))
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("stat succeeded on a killed daemon")
+		}
+		t.Logf("client got: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("client still blocked 30 s after the daemon was killed")
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("killed daemon has not exited after 30 s")
+	}
+}
+
+// TestUringDaemonHelper is the daemon of TestUringKilledDaemon; it does
+// nothing unless started by it.
+func TestUringDaemonHelper(t *testing.T) {
+	mnt, lower := os.Getenv("TWINCRYPT_URING_DAEMON"), os.Getenv("TWINCRYPT_URING_DAEMON_LOWER")
+	if mnt == "" {
+		t.Skip("helper process of TestUringKilledDaemon")
+	}
+	o := Options{Lower: lower, Log: zerolog.New(os.Stderr), Transport: TransportUring}
+	r, err := newRoot(o)
+	must(t, err)
+	srv, err := r.serve(mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
+		return &blockingFS{RawFileSystem: raw, release: make(chan struct{})}
+	})
+	must(t, err)
+	os.Stderr.WriteString("helper: transport " + TransportOf(srv).String() + "\n")
+	srv.Wait()
+}
+
+// TestUringLazyUnmount: umount --lazy of a ring mount with an open file;
+// the file keeps working, and once it is closed the server and its ring
+// end.
+func TestUringLazyUnmount(t *testing.T) {
+	requireUringKernel(t)
+	tm := newVolume(t, variants[0])
+	tm.mount(t, func(o *Options) { o.Transport = TransportUring })
+	must(t, os.WriteFile(filepath.Join(tm.mnt, "f"), []byte("kept open"), 0644))
+	f, err := os.Open(filepath.Join(tm.mnt, "f"))
+	must(t, err)
+	must(t, syscall.Unmount(tm.mnt, syscall.MNT_DETACH))
+	tm.unmounted = true
+	buf := make([]byte, 64)
+	n, err := f.ReadAt(buf, 0)
+	if string(buf[:n]) != "kept open" {
+		t.Fatalf("read after lazy umount: %q, %v", buf[:n], err)
+	}
+	f.Close()
+	ended := make(chan struct{})
+	go func() { WaitEnd(tm.srv); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("server and ring still running 30 s after the last file of a lazily unmounted mount was closed")
+	}
+}
+
+// TestUringWaitsForInit starts the ring on a connection whose INIT nobody
+// has answered (mounted by hand, /dev/fuse never read): the kernel must
+// refuse with EAGAIN rather than take entries sized from defaults, so Start
+// waits for INIT and gives up after its InitTimeout, leaving nothing
+// registered.
+func TestUringWaitsForInit(t *testing.T) {
+	requireUringKernel(t)
+	release, err := acquireUringParam(zerolog.Nop())
+	must(t, err)
+	defer release()
+	mnt := t.TempDir()
+	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	must(t, err)
+	t.Cleanup(func() { syscall.Close(fd) })
+	must(t, syscall.Mount("twincrypt-test", mnt, "fuse.twincrypt-test", syscall.MS_NOSUID|syscall.MS_NODEV,
+		fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)))
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	tr, err := uring.Start(uring.Config{DevFD: fd, Depth: 1, PayloadSize: 128 << 10, InitTimeout: 300 * time.Millisecond,
+		Handle: func(in, out [][]byte) int { t.Error("request before INIT"); return 0 }})
+	if err == nil {
+		tr.Stop()
+		tr.Wait()
+		t.Fatal("ring registered before INIT was answered")
+	}
+	if !strings.Contains(err.Error(), "no INIT within") {
+		t.Fatalf("Start before INIT: %v, want a wait for INIT", err)
+	}
+}

@@ -1,0 +1,462 @@
+// Package uring serves a FUSE connection over io_uring (FUSE over io_uring,
+// Linux 6.14+, protocol 7.42): instead of read(2) and write(2) on /dev/fuse,
+// the server registers ring entries (a header buffer and a payload buffer
+// each) per queue with IORING_OP_URING_CMD on the /dev/fuse descriptor; the
+// kernel completes an entry's command when it has put a request into its
+// buffers, and the server answers and asks for the next request in one
+// COMMIT_AND_FETCH command. See Documentation/filesystems/fuse-io-uring.rst
+// and include/uapi/linux/fuse.h in the kernel tree.
+//
+// The kernel has one queue per possible CPU and sends a request to the queue
+// of the CPU its caller runs on; it uses the ring only once every queue has
+// at least one entry registered, and until then (and for INIT, FORGET,
+// INTERRUPT and notifications always) keeps using /dev/fuse. This package
+// is the ring alone: it knows nothing of go-fuse. The caller decodes and
+// answers requests (Config.Handle) and keeps serving /dev/fuse.
+//
+// Each queue is served by one goroutine locked to its OS thread (and pinned
+// to the queue's CPU when the scheduler lets it), which owns its io_uring
+// instance (single issuer, cooperative task work: completions are posted
+// when the thread enters the ring, with no interrupts) and answers its
+// requests one after another, as libfuse's queue threads do.
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config describes the ring to set up for one FUSE connection.
+type Config struct {
+	// DevFD is the /dev/fuse descriptor of a connection whose INIT is done
+	// and whose INIT reply carried CapOverIOUring. Start dups it; the
+	// caller keeps its own.
+	DevFD int
+	// Queues is the number of queues: the kernel's is the number of
+	// possible CPUs (0 means that, PossibleCPUs).
+	Queues int
+	// Depth is the number of entries per queue (requests a queue can hold
+	// at once); 0 means DefaultDepth.
+	Depth int
+	// PayloadSize is the size of each entry's payload buffer. The kernel
+	// refuses a buffer smaller than max(8 KiB, max_write, max_pages*4 KiB)
+	// of the connection.
+	PayloadSize int
+	// Handle answers one request. in is the request as /dev/fuse would
+	// deliver it, split in three (fuse_in_header, the opcode's fixed
+	// argument, the rest); out is where the reply goes as a byte stream:
+	// fuse_out_header first, then the reply's arguments. It returns the
+	// number of bytes written to out (at least the out header), or 0 when
+	// it did not answer, which the transport turns into EIO.
+	Handle func(in, out [][]byte) int
+	// Logf reports what goes wrong (nil: silent).
+	Logf func(format string, args ...any)
+	// InitTimeout bounds the wait for the connection's INIT, which the
+	// kernel needs before it takes registrations (0: 30 s). Start may
+	// run before INIT is answered: it has to, when the caller's first
+	// access to the mount waits for the ring.
+	InitTimeout time.Duration
+}
+
+// DefaultDepth is the default number of entries per queue.
+const DefaultDepth = 8
+
+// Transport is a running ring: Queues threads serving requests.
+type Transport struct {
+	cfg    Config
+	devFD  int
+	stopFD int
+	wg     sync.WaitGroup
+	served atomic.Uint64
+	done   chan struct{}
+	// mu guards the descriptors, which the last queue thread's exit closes.
+	mu      sync.Mutex
+	stopped bool
+}
+
+// ErrUnsupported is returned by Start when the kernel has no FUSE over
+// io_uring or refuses it for this connection.
+var ErrUnsupported = errors.New("FUSE over io_uring unsupported")
+
+// Start sets up the queues, registers every entry with the kernel and
+// starts serving. It returns when all entries are registered, that is when
+// the kernel has switched the connection to the ring, or with an error, in
+// which case nothing is left running and the connection stays on /dev/fuse.
+func Start(cfg Config) (*Transport, error) {
+	if cfg.Handle == nil {
+		return nil, errors.New("uring: Config.Handle is nil")
+	}
+	if cfg.Queues <= 0 {
+		n, err := PossibleCPUs()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Queues = n
+	}
+	if cfg.Depth <= 0 {
+		cfg.Depth = DefaultDepth
+	}
+	if cfg.PayloadSize < 8192 {
+		return nil, fmt.Errorf("uring: payload size %d below the kernel's minimum of 8192", cfg.PayloadSize)
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.InitTimeout <= 0 {
+		cfg.InitTimeout = 30 * time.Second
+	}
+	devFD, err := unix.FcntlInt(uintptr(cfg.DevFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("uring: dup /dev/fuse: %w", err)
+	}
+	stopFD, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_SEMAPHORE)
+	if err != nil {
+		unix.Close(devFD)
+		return nil, fmt.Errorf("uring: eventfd: %w", err)
+	}
+	t := &Transport{cfg: cfg, devFD: devFD, stopFD: stopFD, done: make(chan struct{})}
+	ready := make(chan error, cfg.Queues)
+	for qid := 0; qid < cfg.Queues; qid++ {
+		t.wg.Add(1)
+		go t.runQueue(qid, ready)
+	}
+	go func() {
+		t.wg.Wait()
+		t.mu.Lock()
+		unix.Close(t.devFD)
+		unix.Close(t.stopFD)
+		t.devFD, t.stopFD = -1, -1
+		t.mu.Unlock()
+		close(t.done)
+	}()
+	var errs []error
+	for range cfg.Queues {
+		if err := <-ready; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		t.Stop()
+		t.Wait()
+		return nil, errors.Join(errs...)
+	}
+	return t, nil
+}
+
+// Queues is the number of queues; Depth the entries of each.
+func (t *Transport) Queues() int { return t.cfg.Queues }
+
+// Depth is the number of entries per queue.
+func (t *Transport) Depth() int { return t.cfg.Depth }
+
+// Served is the number of requests answered over the ring so far.
+func (t *Transport) Served() uint64 { return t.served.Load() }
+
+// Stop asks the queue threads to end. The kernel ends them by itself when
+// the connection goes (unmount, abort): Stop is for when the caller gives up
+// on a connection that is still there.
+func (t *Transport) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || t.stopFD < 0 {
+		return
+	}
+	t.stopped = true
+	var b [8]byte
+	*(*uint64)(unsafe.Pointer(&b[0])) = uint64(t.cfg.Queues)
+	unix.Write(t.stopFD, b[:])
+}
+
+// Done is closed when every queue thread has ended and the transport's
+// descriptors are released.
+func (t *Transport) Done() <-chan struct{} { return t.done }
+
+// Wait blocks until Done.
+func (t *Transport) Wait() { <-t.done }
+
+// stopTag is the user data of a queue's read of the stop eventfd; probeTag
+// that of the INIT probe.
+const (
+	stopTag  = ^uint64(0)
+	probeTag = ^uint64(1)
+)
+
+// waitInit waits until the connection has completed INIT. It sends the
+// kernel a command it does not know (FUSE_IO_URING_CMD_INVALID), which is
+// answered EAGAIN before INIT (the ring is sized from what INIT
+// negotiated), EINVAL after it, and EOPNOTSUPP when the connection has no
+// io_uring (enable_uring off, or FUSE_OVER_IO_URING not in the INIT
+// reply).
+func (q *queue) waitInit() error {
+	deadline := time.Now().Add(q.t.cfg.InitTimeout)
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		e := q.r.getSQE()
+		e.setCmd(cmdInvalid, cmdReq{qid: uint16(q.qid)}, probeTag)
+		res, got := int32(0), false
+		for !got && !q.stopped {
+			if err := q.r.enter(true); err != nil {
+				return err
+			}
+			q.r.reap(func(c cqe) {
+				switch c.userData {
+				case probeTag:
+					res, got = c.res, true
+				case stopTag:
+					q.stopped = true
+				}
+			})
+		}
+		switch {
+		case q.stopped:
+			return errors.New("stopped while waiting for INIT")
+		case res == -int32(syscall.EINVAL):
+			return nil
+		case res == -int32(syscall.EOPNOTSUPP):
+			return fmt.Errorf("%w: the connection has no io_uring (enable_uring off, or FUSE_OVER_IO_URING not negotiated in INIT)", ErrUnsupported)
+		case res != -int32(syscall.EAGAIN):
+			return fmt.Errorf("INIT probe: %w", syscall.Errno(-res))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no INIT within %v", q.t.cfg.InitTimeout)
+		}
+		time.Sleep(delay)
+	}
+}
+
+type entry struct {
+	hdr, payload []byte
+}
+
+type queue struct {
+	t       *Transport
+	qid     int
+	r       *ring
+	hdrMem  []byte // Depth headers, then the 8-byte stop buffer
+	payMem  []byte // Depth payload buffers
+	ents    []entry
+	iovs    []unix.Iovec // two per entry: header, payload
+	live    int          // entries with a command in the kernel
+	stopped bool
+	// registering is set until the REGISTER commands are through; regErr
+	// is the first refusal seen meanwhile.
+	registering bool
+	regErr      error
+}
+
+// runQueue is the life of queue qid on its own OS thread. It reports the
+// outcome of registration on ready, then serves until the kernel ends every
+// entry (the connection is gone) or Stop.
+func (t *Transport) runQueue(qid int, ready chan<- error) {
+	defer t.wg.Done()
+	// The thread is never unlocked: when this goroutine ends, the thread
+	// ends with it, and with it its CPU affinity.
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(qid)
+	// Best effort: a cpuset may forbid this CPU; the queue then serves
+	// from wherever the scheduler puts it.
+	_ = unix.SchedSetaffinity(0, &set)
+
+	q, err := t.newQueue(qid)
+	if err != nil {
+		ready <- fmt.Errorf("queue %d: %w", qid, err)
+		return
+	}
+	defer q.close()
+	q.armStop()
+	if err := q.waitInit(); err != nil {
+		ready <- fmt.Errorf("queue %d: %w", qid, err)
+		return
+	}
+	q.registering = true
+	for i := range q.ents {
+		e := q.r.getSQE()
+		e.setCmd(cmdRegister, cmdReq{qid: uint16(qid)}, uint64(i))
+		e.addr = uint64(uintptr(unsafe.Pointer(&q.iovs[2*i])))
+		e.len = 2
+		q.live++
+	}
+	if err := q.r.enter(false); err != nil {
+		ready <- fmt.Errorf("queue %d: register: %w", qid, err)
+		return
+	}
+	// A refused registration completes at once.
+	q.r.reap(q.complete)
+	if q.regErr != nil {
+		ready <- fmt.Errorf("queue %d: register: %w", qid, q.regErr)
+		return
+	}
+	q.registering = false
+	ready <- nil
+	for q.live > 0 && !q.stopped {
+		if err := q.r.enter(true); err != nil {
+			t.cfg.Logf("uring queue %d: %v", qid, err)
+			return
+		}
+		q.r.reap(q.complete)
+	}
+}
+
+func (t *Transport) newQueue(qid int) (*queue, error) {
+	depth := t.cfg.Depth
+	// One SQE per entry plus the stop read; each has at most one in flight.
+	r, err := newRing(uint32(depth + 1))
+	if err != nil {
+		return nil, err
+	}
+	q := &queue{t: t, qid: qid, r: r}
+	if err := r.registerFile(t.devFD); err != nil {
+		q.close()
+		return nil, err
+	}
+	// Anonymous mappings: page-aligned, never moved, and only the pages
+	// touched cost memory.
+	q.hdrMem, err = unix.Mmap(-1, 0, depth*HeaderSize+8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		q.close()
+		return nil, fmt.Errorf("mmap headers: %w", err)
+	}
+	q.payMem, err = unix.Mmap(-1, 0, depth*t.cfg.PayloadSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		q.close()
+		return nil, fmt.Errorf("mmap payload: %w", err)
+	}
+	q.ents = make([]entry, depth)
+	q.iovs = make([]unix.Iovec, 2*depth)
+	for i := range q.ents {
+		h := q.hdrMem[i*HeaderSize : (i+1)*HeaderSize : (i+1)*HeaderSize]
+		p := q.payMem[i*t.cfg.PayloadSize : (i+1)*t.cfg.PayloadSize : (i+1)*t.cfg.PayloadSize]
+		q.ents[i] = entry{hdr: h, payload: p}
+		q.iovs[2*i] = unix.Iovec{Base: &h[0]}
+		q.iovs[2*i].SetLen(len(h))
+		q.iovs[2*i+1] = unix.Iovec{Base: &p[0]}
+		q.iovs[2*i+1].SetLen(len(p))
+	}
+	return q, nil
+}
+
+// armStop queues a read of the stop eventfd.
+func (q *queue) armStop() {
+	e := q.r.getSQE()
+	e.opcode = opRead
+	e.fd = int32(q.t.stopFD)
+	e.addr = uint64(uintptr(unsafe.Pointer(&q.hdrMem[len(q.ents)*HeaderSize])))
+	e.len = 8
+	e.userData = stopTag
+}
+
+// close releases the ring and, when the kernel holds no entry any more,
+// the buffers. With entries still registered (Stop on a live connection)
+// the kernel may write into them until it has cancelled them, after the
+// ring is closed: their mappings are then left in place.
+func (q *queue) close() {
+	if q.r != nil {
+		q.r.close()
+	}
+	if q.live > 0 {
+		q.t.cfg.Logf("uring queue %d: %d entries still registered at close; their buffers stay mapped", q.qid, q.live)
+		return
+	}
+	if q.hdrMem != nil {
+		unix.Munmap(q.hdrMem)
+	}
+	if q.payMem != nil {
+		unix.Munmap(q.payMem)
+	}
+}
+
+// complete handles one completion: a request to answer, an entry the
+// kernel gave back, or the stop signal.
+func (q *queue) complete(c cqe) {
+	if c.userData == stopTag {
+		q.stopped = true
+		return
+	}
+	if c.userData >= uint64(len(q.ents)) {
+		q.t.cfg.Logf("uring queue %d: completion for unknown entry %d", q.qid, c.userData)
+		return
+	}
+	idx := c.userData
+	ent := &q.ents[idx]
+	if c.res < 0 {
+		// The entry is out of the kernel: refused at registration, or
+		// released because the connection ends (ENOTCONN).
+		q.live--
+		errno := syscall.Errno(-c.res)
+		if q.registering {
+			if q.regErr == nil {
+				q.regErr = errno
+			}
+		} else if errno != syscall.ENOTCONN && errno != syscall.ECONNABORTED && errno != syscall.ECANCELED {
+			q.t.cfg.Logf("uring queue %d entry %d: %v", q.qid, idx, errno)
+		}
+		return
+	}
+	req := parseEntry(ent.hdr, ent.payload)
+	if req.malformed {
+		q.t.cfg.Logf("uring queue %d: malformed request (opcode %d)", q.qid, req.opcode)
+		setErrorReply(ent.hdr, req.commitID, int32(syscall.EIO))
+	} else {
+		out := [][]byte{ent.hdr[:sizeofOutHeader], ent.payload}
+		n := q.t.cfg.Handle(req.in[:], out)
+		if n < sizeofOutHeader {
+			setErrorReply(ent.hdr, req.commitID, int32(syscall.EIO))
+		} else {
+			setReplySize(ent.hdr, uint32(n-sizeofOutHeader))
+		}
+	}
+	q.t.served.Add(1)
+	e := q.r.getSQE()
+	if e == nil {
+		// Cannot happen: every entry and the stop read hold at most one
+		// SQE, and the SQ has room for all of them.
+		q.t.cfg.Logf("uring queue %d: submission queue full", q.qid)
+		q.r.enter(false)
+		if e = q.r.getSQE(); e == nil {
+			return
+		}
+	}
+	e.setCmd(cmdCommitAndFetch, cmdReq{commitID: req.commitID, qid: uint16(q.qid)}, idx)
+}
+
+// PossibleCPUs is the number of possible CPUs (the kernel's number of
+// queues per FUSE ring), from /sys/devices/system/cpu/possible ("0-7").
+func PossibleCPUs() (int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return 0, fmt.Errorf("uring: %w", err)
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+// parseCPUList counts the CPUs of a cpulist ("0-3,5" is 5), as the
+// kernel's num_possible_cpus() does.
+func parseCPUList(s string) (int, error) {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0, fmt.Errorf("uring: bad cpu list %q", s)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0, fmt.Errorf("uring: bad cpu list %q", s)
+			}
+		}
+		n += b - a + 1
+	}
+	return n, nil
+}
