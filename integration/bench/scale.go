@@ -84,6 +84,9 @@ type ScaleStep struct {
 	// Found is how many files (and, on the tree, directories) the op
 	// showed; -1 for create and rm -rf, which check themselves.
 	Found int `json:"found"`
+	// DaemonCPU is the user+system CPU time (s) the daemon spent during
+	// the op: on a shared machine it is steadier than the wall time.
+	DaemonCPU float64 `json:"daemon_cpu_s"`
 	// The daemon's memory (KiB): VmRSS when the op started (just mounted,
 	// or after the op before on the same mount), VmRSS and VmHWM (its
 	// peak since it started) when the op ended. 0 without a daemon.
@@ -187,8 +190,8 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (*ScaleResults, error) {
 					}
 					work := filepath.Join(cfg.Work, fmt.Sprintf("scale-%s-%s-%d-%d", t.Name(), shape, n, r))
 					steps, err := scaleRun(ctx, t, work, shape, n, func(s ScaleStep) {
-						logf("%-10s %-4s %8d  %-9s %9.3f s %8.2f µs/file  found %-8d  daemon RSS %7.1f MiB (peak %.1f)%s",
-							s.Target, s.Shape, s.Files, s.Op, s.Sec, float64(s.PerFile())/1e3, s.Found,
+						logf("%-10s %-4s %8d  %-9s %9.3f s %8.2f µs/file  found %-8d  daemon CPU %7.2f µs/file  RSS %7.1f MiB (peak %.1f)%s",
+							s.Target, s.Shape, s.Files, s.Op, s.Sec, float64(s.PerFile())/1e3, s.Found, s.DaemonCPU/float64(s.Files)*1e6,
 							float64(s.RSSKiB)/1024, float64(s.HWMKiB)/1024, errSuffix(s.Err))
 					})
 					for i := range steps {
@@ -241,9 +244,11 @@ func scaleRun(ctx context.Context, t Target, work string, shape Shape, n int, do
 		for _, op := range ops {
 			s := ScaleStep{Op: op}
 			s.StartRSSKiB, _ = targetMem(t)
+			cpu0 := t.DaemonCPU()
 			start := time.Now()
 			s.Found, err = scaleOp(ctx, op, dir, shape, n)
 			s.Sec = time.Since(start).Seconds()
+			s.DaemonCPU = (t.DaemonCPU() - cpu0).Seconds()
 			s.RSSKiB, s.HWMKiB = targetMem(t)
 			if err != nil {
 				s.Err = err.Error()
@@ -424,7 +429,7 @@ type scaleKey struct {
 
 // scaleCell is the median of a cell's repeats (of its successful runs).
 type scaleCell struct {
-	sec              float64
+	sec, cpu         float64 // wall and daemon CPU seconds
 	startRSS, rss    int64 // KiB
 	hwm              int64 // KiB
 	failed, finished int
@@ -439,7 +444,7 @@ func (r *ScaleResults) cells() map[scaleKey]scaleCell {
 	}
 	out := map[scaleKey]scaleCell{}
 	for k, ss := range group {
-		var secs, start, rss, hwm []float64
+		var secs, cpus, start, rss, hwm []float64
 		c := scaleCell{}
 		for _, s := range ss {
 			if s.Err != "" {
@@ -448,12 +453,13 @@ func (r *ScaleResults) cells() map[scaleKey]scaleCell {
 			}
 			c.finished++
 			secs = append(secs, s.Sec)
+			cpus = append(cpus, s.DaemonCPU)
 			start = append(start, float64(s.StartRSSKiB))
 			rss = append(rss, float64(s.RSSKiB))
 			hwm = append(hwm, float64(s.HWMKiB))
 		}
 		if c.finished > 0 {
-			c.sec = medianF(secs)
+			c.sec, c.cpu = medianF(secs), medianF(cpus)
 			c.startRSS, c.rss, c.hwm = int64(medianF(start)), int64(medianF(rss)), int64(medianF(hwm))
 		}
 		out[k] = c

@@ -25,8 +25,14 @@ const (
 	ScaleMD   = "scale.md"
 )
 
-// ScaleChartName is the chart of one shape ("scale-flat.svg").
-func ScaleChartName(shape Shape, ext string) string { return "scale-" + string(shape) + "." + ext }
+// ScaleChartName is the chart of one shape and metric ("scale-flat.svg",
+// "scale-flat-cpu.svg").
+func ScaleChartName(shape Shape, cpu bool, ext string) string {
+	if cpu {
+		return "scale-" + string(shape) + "-cpu." + ext
+	}
+	return "scale-" + string(shape) + "." + ext
+}
 
 // ourTarget reports whether name is one of our FUSE mounts.
 func ourTarget(name string) bool {
@@ -49,15 +55,17 @@ func WriteScaleOutputs(dir string, res *ScaleResults) ([]string, error) {
 	}
 	var charts []string
 	for _, shape := range res.Shapes {
-		for _, ext := range []string{"svg", "png"} {
-			name := ScaleChartName(shape, ext)
-			if err := writeScaleChart(filepath.Join(dir, name), res, shape, ext); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			written = append(written, name)
-			if ext == "svg" {
-				charts = append(charts, name)
+		for _, cpu := range []bool{false, true} {
+			for _, ext := range []string{"svg", "png"} {
+				name := ScaleChartName(shape, cpu, ext)
+				if err := writeScaleChart(filepath.Join(dir, name), res, shape, cpu, ext); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				written = append(written, name)
+				if ext == "svg" {
+					charts = append(charts, name)
+				}
 			}
 		}
 	}
@@ -128,7 +136,8 @@ func WriteScaleReport(w io.Writer, res *ScaleResults, charts []string) {
 		fmt.Fprintf(w, "- Skipped %s: %s\n", t, res.Skipped[t])
 	}
 	fmt.Fprintln(w, "\nEach listing op runs on a fresh mount (cold daemon, cold kernel cache of the mount); "+
-		"ls-l-warm is a second ls -l on the same mount. Times are µs per file (median of the repeats); "+
+		"ls-l-warm is a second ls -l on the same mount. Times are µs per file (median of the repeats), "+
+		"in brackets the daemon's CPU µs per file (user+system, steadier than the wall time on a shared machine); "+
 		"\"flat\" is the time per file at the largest count over the smallest (1.0 = flat); "+
 		"\"vs best peer\" is the best peer's time over ours at the largest count (>1: we are ahead).")
 	for _, shape := range res.Shapes {
@@ -209,6 +218,9 @@ func cellText(cells map[scaleKey]scaleCell, k scaleKey) string {
 	case c.finished == 0:
 		return "FAIL"
 	}
+	if c.cpu > 0 {
+		return fmtUS(c.sec, k.files) + " (" + fmtUS(c.cpu, k.files) + ")"
+	}
 	return fmtUS(c.sec, k.files)
 }
 
@@ -222,7 +234,11 @@ func flatness(cells map[scaleKey]scaleCell, counts []int, t string, shape Shape,
 	if !ok1 || !ok2 || a.finished == 0 || b.finished == 0 || a.sec <= 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.2f", (b.sec/float64(hi))/(a.sec/float64(lo)))
+	out := fmt.Sprintf("%.2f", (b.sec/float64(hi))/(a.sec/float64(lo)))
+	if a.cpu > 0 && b.cpu > 0 {
+		out += fmt.Sprintf(" (%.2f)", (b.cpu/float64(hi))/(a.cpu/float64(lo)))
+	}
+	return out
 }
 
 // vsPeer is the best peer's time over ours at the largest count where
@@ -270,7 +286,7 @@ func sortedKeys(m map[string]string) []string {
 // writeScaleChart draws one shape: a tile per op with the time per file
 // against the file count (log-log), a tile with each daemon's peak RSS,
 // and the legend in the last tile.
-func writeScaleChart(path string, res *ScaleResults, shape Shape, format string) (err error) {
+func writeScaleChart(path string, res *ScaleResults, shape Shape, cpu bool, format string) (err error) {
 	defer recoverPlot(&err)
 	cells := res.cells()
 	styles := chartkit.Styles(len(res.Targets))
@@ -290,8 +306,12 @@ func writeScaleChart(path string, res *ScaleResults, shape Shape, format string)
 	title := plot.New().Title.TextStyle
 	title.XAlign, title.YAlign = draw.XCenter, draw.YTop
 	title.Font.Size = vg.Points(14)
+	what, ylabel := "time per file", "µs per file"
+	if cpu {
+		what, ylabel = "the daemon's CPU time per file", "daemon CPU µs per file"
+	}
 	dc.FillText(title, vg.Point{X: w / 2, Y: h - vg.Points(6)},
-		fmt.Sprintf("Scale, %s: time per file and daemon peak RSS against file count (log-log) — %s", shape, shapeDesc(shape)))
+		fmt.Sprintf("Scale, %s: %s and daemon peak RSS against file count (log-log) — %s", shape, what, shapeDesc(shape)))
 	legend := plot.NewLegend()
 	inLegend := map[string]bool{}
 	tile := 0
@@ -302,12 +322,16 @@ func writeScaleChart(path string, res *ScaleResults, shape Shape, format string)
 	var panels []panel
 	for _, op := range ScaleOps {
 		op := op
-		panels = append(panels, panel{op, "µs per file", func(t string, n int) float64 {
+		panels = append(panels, panel{op, ylabel, func(t string, n int) float64 {
 			c, ok := cells[scaleKey{t, shape, n, op}]
-			if !ok || c.finished == 0 || c.sec <= 0 {
+			v := c.sec
+			if cpu {
+				v = c.cpu
+			}
+			if !ok || c.finished == 0 || v <= 0 {
 				return math.NaN()
 			}
-			return c.sec / float64(n) * 1e6
+			return v / float64(n) * 1e6
 		}})
 	}
 	panels = append(panels, panel{"daemon peak RSS", "MiB", func(t string, n int) float64 {
@@ -377,6 +401,8 @@ func writeScaleChart(path string, res *ScaleResults, shape Shape, format string)
 		"Flat lines: the cost per file does not",
 		"grow with the number of files.",
 		"Native has no daemon: no RSS line.",
+		"Daemon CPU: user+system of the FUSE",
+		"process, 10 ms resolution.",
 		res.Machine.CPU,
 		res.Date.Format("2006-01-02"),
 	} {

@@ -84,8 +84,8 @@ func TestScaleHarnessCounts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WriteScaleOutputs: %v", err)
 	}
-	if len(files) != 6 {
-		t.Errorf("wrote %v, want scale.json, scale.md and 4 charts", files)
+	if len(files) != 10 {
+		t.Errorf("wrote %v, want scale.json, scale.md and 8 charts", files)
 	}
 	md, _ := os.ReadFile(filepath.Join(out, ScaleMD))
 	for _, want := range []string{"| ls-l | crypt-xts |", "| find | twin |", "bytes/inode", "scale-tree.svg"} {
