@@ -31,6 +31,8 @@ type benchFlags struct {
 	compare   bool
 	scale     []int
 	shapes    []string
+	scaleOps  []string
+	merge     bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -113,8 +115,11 @@ Exit status 1 when any run failed (the tables are printed all the same).
 				}
 				return runBenchCompare(cmd.OutOrStdout(), args[0], args[1])
 			}
-			if len(args) != 0 {
+			if len(args) != 0 && !f.merge {
 				return usageErrorf("bench takes no arguments (did you mean --compare OLD.json NEW.json?)")
+			}
+			if f.merge {
+				return runBenchScaleMerge(cmd, f, args)
 			}
 			if len(f.scale) > 0 {
 				return runBenchScale(cmd, f)
@@ -137,6 +142,8 @@ Exit status 1 when any run failed (the tables are printed all the same).
 	fl.BoolVar(&f.compare, "compare", false, "compare two results.json files given as arguments and exit")
 	fl.IntSliceVar(&f.scale, "scale", nil, "instead of the workloads, the scale run: create, ls -f, ls -l, find, du, rm -rf of `COUNTS` empty files (comma separated, e.g. 10000,100000,1000000); default targets native,twin,crypt-xts,gocryptfs,securefs, --repeat 1")
 	fl.StringSliceVar(&f.shapes, "scale-shapes", []string{"flat", "tree"}, "with --scale: flat (all files in one directory), tree (1000 directories)")
+	fl.StringSliceVar(&f.scaleOps, "scale-ops", nil, "with --scale: run only these listing ops of ls-f, ls-l, ls-l-warm, find, du (create and rm-rf always run)")
+	fl.BoolVar(&f.merge, "scale-merge", false, "merge the scale.json files given as arguments (runs made apart) and write the report to --out")
 	return cmd
 }
 

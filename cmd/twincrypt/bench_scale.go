@@ -49,6 +49,11 @@ func runBenchScale(cmd *cobra.Command, f benchFlags) (err error) {
 	if err != nil {
 		return usageErrorf("--targets: %v", err)
 	}
+	for _, op := range f.scaleOps {
+		if !slices.Contains(bench.ScaleOps, op) {
+			return usageErrorf("--scale-ops: unknown op %q (known: %s)", op, strings.Join(bench.ScaleOps, ", "))
+		}
+	}
 	repeat := 1
 	if cmd.Flags().Changed("repeat") {
 		repeat = f.repeat
@@ -89,7 +94,7 @@ func runBenchScale(cmd *cobra.Command, f benchFlags) (err error) {
 	machine.Twincrypt = buildVersion()
 	args := append([]string{"twincrypt"}, os.Args[1:]...)
 	res, runErr := bench.RunScale(ctx, bench.ScaleConfig{
-		Targets: targets, Counts: f.scale, Shapes: slices.Clip(shapes), Repeat: repeat,
+		Targets: targets, Counts: f.scale, Shapes: slices.Clip(shapes), Repeat: repeat, Ops: f.scaleOps,
 		Work: ws.Dir, Lower: ws.Desc, Machine: machine, Command: strings.Join(args, " "), Log: stderr,
 	})
 	if f.out != "" {
@@ -108,4 +113,28 @@ func runBenchScale(cmd *cobra.Command, f benchFlags) (err error) {
 		return errors.New("bench interrupted; mounts and temporary files removed")
 	}
 	return runErr
+}
+
+// runBenchScaleMerge is `bench --scale-merge A.json B.json ... --out DIR`.
+func runBenchScaleMerge(cmd *cobra.Command, f benchFlags, args []string) error {
+	if len(args) == 0 || f.out == "" {
+		return usageErrorf("--scale-merge needs scale.json files as arguments and --out DIR")
+	}
+	var runs []*bench.ScaleResults
+	for _, a := range args {
+		r, err := bench.ReadScaleResults(a)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return usageErrorf("--out: %v", err)
+	}
+	files, err := bench.WriteScaleOutputs(f.out, bench.MergeScaleResults(runs...))
+	for i := range files {
+		files[i] = filepath.Join(f.out, files[i])
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", strings.Join(files, ", "))
+	return err
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,8 +66,11 @@ type ScaleConfig struct {
 	Counts  []int   // file counts, run in this order
 	Shapes  []Shape // flat, tree
 	Repeat  int     // runs of each (count, shape, target); medians are reported
-	Work    string  // where targets keep their data (the bench workspace)
-	Lower   string  // what Work is on, for the report
+	// Ops, when not empty, leaves out the listing ops not in it (create
+	// and rm-rf always run: they make and remove the files).
+	Ops     []string
+	Work    string // where targets keep their data (the bench workspace)
+	Lower   string // what Work is on, for the report
 	Machine Machine
 	Command string // the command line, for the report
 	// Log gets one line per op as it finishes; nil for none.
@@ -189,7 +193,7 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (*ScaleResults, error) {
 						return res, ctx.Err()
 					}
 					work := filepath.Join(cfg.Work, fmt.Sprintf("scale-%s-%s-%d-%d", t.Name(), shape, n, r))
-					steps, err := scaleRun(ctx, t, work, shape, n, func(s ScaleStep) {
+					steps, err := scaleRun(ctx, t, work, shape, n, cfg.Ops, func(s ScaleStep) {
 						logf("%-10s %-4s %8d  %-9s %9.3f s %8.2f µs/file  found %-8d  daemon CPU %7.2f µs/file  RSS %7.1f MiB (peak %.1f)%s",
 							s.Target, s.Shape, s.Files, s.Op, s.Sec, float64(s.PerFile())/1e3, s.Found, s.DaemonCPU/float64(s.Files)*1e6,
 							float64(s.RSSKiB)/1024, float64(s.HWMKiB)/1024, errSuffix(s.Err))
@@ -217,7 +221,7 @@ func errSuffix(e string) string {
 
 // scaleRun is one (target, shape, count): set up, create, each listing on
 // a fresh mount, rm -rf, clean up.
-func scaleRun(ctx context.Context, t Target, work string, shape Shape, n int, done func(ScaleStep)) (steps []ScaleStep, err error) {
+func scaleRun(ctx context.Context, t Target, work string, shape Shape, n int, only []string, done func(ScaleStep)) (steps []ScaleStep, err error) {
 	if err := mkdirs(work); err != nil {
 		return nil, err
 	}
@@ -236,6 +240,14 @@ func scaleRun(ctx context.Context, t Target, work string, shape Shape, n int, do
 	// repeat share one.
 	plan := [][]string{{OpCreate}, {OpLsF}, {OpLsL, OpLsLWarm}, {OpFind}, {OpDu}, {OpRm}}
 	for _, ops := range plan {
+		if len(only) > 0 {
+			ops = slices.DeleteFunc(slices.Clone(ops), func(op string) bool {
+				return op != OpCreate && op != OpRm && !slices.Contains(only, op)
+			})
+			if len(ops) == 0 {
+				continue
+			}
+		}
 		mnt, err := t.Mount(ctx)
 		if err != nil {
 			return steps, fmt.Errorf("mount: %w", err)
@@ -263,6 +275,55 @@ func scaleRun(ctx context.Context, t Target, work string, shape Shape, n int, do
 		}
 	}
 	return steps, nil
+}
+
+// MergeScaleResults joins the results of scale runs made apart (in
+// parallel, or one count at a time) into one: the first run's date,
+// machine and command, the counts, shapes and targets of all in order.
+func MergeScaleResults(runs ...*ScaleResults) *ScaleResults {
+	if len(runs) == 0 {
+		return &ScaleResults{}
+	}
+	out := *runs[0]
+	out.Skipped = map[string]string{}
+	out.Counts, out.Shapes, out.Targets, out.Steps = nil, nil, nil, nil
+	var cmds []string
+	for _, r := range runs {
+		for _, n := range r.Counts {
+			if !slices.Contains(out.Counts, n) {
+				out.Counts = append(out.Counts, n)
+			}
+		}
+		for _, s := range r.Shapes {
+			if !slices.Contains(out.Shapes, s) {
+				out.Shapes = append(out.Shapes, s)
+			}
+		}
+		for _, t := range r.Targets {
+			if !slices.Contains(out.Targets, t) {
+				out.Targets = append(out.Targets, t)
+			}
+		}
+		for k, v := range r.Skipped {
+			out.Skipped[k] = v
+		}
+		out.Steps = append(out.Steps, r.Steps...)
+		if !slices.Contains(cmds, r.Command) {
+			cmds = append(cmds, r.Command)
+		}
+	}
+	for _, t := range out.Targets {
+		delete(out.Skipped, t)
+	}
+	slices.Sort(out.Counts)
+	// Keep the targets in the harness's order (native, ours, peers).
+	order := map[string]int{}
+	for i, t := range SelectableTargets(TargetOptions{}) {
+		order[t.Name()] = i
+	}
+	slices.SortStableFunc(out.Targets, func(a, b string) int { return order[a] - order[b] })
+	out.Command = strings.Join(cmds, "`; `")
+	return &out
 }
 
 // ScaleExpected is the count an op must find: the files, plus the tree's
@@ -430,8 +491,8 @@ type scaleKey struct {
 // scaleCell is the median of a cell's repeats (of its successful runs).
 type scaleCell struct {
 	sec, cpu         float64 // wall and daemon CPU seconds
-	startRSS, rss    int64 // KiB
-	hwm              int64 // KiB
+	startRSS, rss    int64   // KiB
+	hwm              int64   // KiB
 	failed, finished int
 }
 

@@ -139,7 +139,7 @@ func WriteScaleReport(w io.Writer, res *ScaleResults, charts []string) {
 		"ls-l-warm is a second ls -l on the same mount. Times are µs per file (median of the repeats), "+
 		"in brackets the daemon's CPU µs per file (user+system, steadier than the wall time on a shared machine); "+
 		"\"flat\" is the time per file at the largest count over the smallest (1.0 = flat); "+
-		"\"vs best peer\" is the best peer's time over ours at the largest count (>1: we are ahead).")
+		"\"vs best peer\" is the best peer's time over ours at the largest count (>1: we are ahead), in brackets the same for the daemon's CPU time.")
 	for _, shape := range res.Shapes {
 		fmt.Fprintf(w, "\n## %s: %s\n\n", shape, shapeDesc(shape))
 		hdr := "| op | target |"
@@ -253,19 +253,27 @@ func vsPeer(cells map[scaleKey]scaleCell, res *ScaleResults, t string, shape Sha
 		if !ok || ours.finished == 0 {
 			continue
 		}
-		best, peer := math.Inf(1), ""
+		best, bestCPU, peer := math.Inf(1), math.Inf(1), ""
 		for _, p := range res.Targets {
 			if !isPeer(p) {
 				continue
 			}
-			if c, ok := cells[scaleKey{p, shape, n, op}]; ok && c.finished > 0 && c.sec < best {
-				best, peer = c.sec, p
+			if c, ok := cells[scaleKey{p, shape, n, op}]; ok && c.finished > 0 {
+				if c.sec < best {
+					best, peer = c.sec, p
+				}
+				if c.cpu > 0 {
+					bestCPU = math.Min(bestCPU, c.cpu)
+				}
 			}
 		}
 		if peer == "" || ours.sec <= 0 {
 			continue
 		}
-		s := fmt.Sprintf("%.2f (%s)", best/ours.sec, peer)
+		s := fmt.Sprintf("%.2f %s", best/ours.sec, peer)
+		if ours.cpu > 0 && !math.IsInf(bestCPU, 1) {
+			s += fmt.Sprintf(" (CPU %.2f)", bestCPU/ours.cpu)
+		}
 		if n != slices.Max(res.Counts) {
 			s += " at " + fmtCount(n)
 		}
