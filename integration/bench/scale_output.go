@@ -163,7 +163,8 @@ func WriteScaleReport(w io.Writer, res *ScaleResults, charts []string) {
 		}
 		fmt.Fprintf(w, "\n### %s: daemon memory (MiB)\n\n", shape)
 		fmt.Fprintln(w, "RSS after ls -l is VmRSS right after a cold `ls -l` of all N files; peak is the largest VmHWM over the ops; "+
-			"bytes per inode is (RSS after ls -l − RSS before it) / N.")
+			"bytes per inode is the daemon's growth while a cold listing caches every inode: the larger of "+
+			"(VmHWM after ls -f − VmRSS at mount) / N and the same for ls -l (a Go daemon's peak includes its garbage, as gocryptfs's does).")
 		fmt.Fprintln(w)
 		hdr, sep = "| target |", "|---|"
 		for _, n := range res.Counts {
@@ -178,17 +179,28 @@ func WriteScaleReport(w io.Writer, res *ScaleResults, charts []string) {
 			}
 			row := "| " + t + " |"
 			for _, n := range res.Counts {
-				c, ok := cells[scaleKey{t, shape, n, OpLsL}]
-				if !ok || c.finished == 0 || c.rss == 0 {
-					row += " – | – | – |"
-					continue
-				}
 				peak := int64(0)
 				for _, op := range ScaleOps {
 					peak = max(peak, cells[scaleKey{t, shape, n, op}].hwm)
 				}
-				perInode := float64(c.rss-c.startRSS) * 1024 / float64(n)
-				row += fmt.Sprintf(" %s | %s | %.0f |", fmtMiB(c.rss), fmtMiB(peak), perInode)
+				perInode := math.NaN()
+				for _, op := range []string{OpLsF, OpLsL} {
+					if c, ok := cells[scaleKey{t, shape, n, op}]; ok && c.finished > 0 && c.hwm > 0 {
+						perInode = math.Max(nanZero(perInode), float64(c.hwm-c.startRSS)*1024/float64(n))
+					}
+				}
+				rss := "–"
+				if c, ok := cells[scaleKey{t, shape, n, OpLsL}]; ok && c.finished > 0 && c.rss > 0 {
+					rss = fmtMiB(c.rss)
+				}
+				pk, pi := "–", "–"
+				if peak > 0 {
+					pk = fmtMiB(peak)
+				}
+				if !math.IsNaN(perInode) {
+					pi = fmt.Sprintf("%.0f", perInode)
+				}
+				row += fmt.Sprintf(" %s | %s | %s |", rss, pk, pi)
 			}
 			fmt.Fprintln(w, row)
 		}
@@ -198,6 +210,13 @@ func WriteScaleReport(w io.Writer, res *ScaleResults, charts []string) {
 			}
 		}
 	}
+}
+
+func nanZero(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
 }
 
 func shapeDesc(s Shape) string {
@@ -224,19 +243,26 @@ func cellText(cells map[scaleKey]scaleCell, k scaleKey) string {
 	return fmtUS(c.sec, k.files)
 }
 
+// flatness is the time per file at the largest count the cell has over
+// that at the smallest, wall (daemon CPU).
 func flatness(cells map[scaleKey]scaleCell, counts []int, t string, shape Shape, op string) string {
-	if len(counts) < 2 {
+	var have []int
+	for _, n := range counts {
+		if c, ok := cells[scaleKey{t, shape, n, op}]; ok && c.finished > 0 && c.sec > 0 {
+			have = append(have, n)
+		}
+	}
+	if len(have) < 2 {
 		return "–"
 	}
-	lo, hi := slices.Min(counts), slices.Max(counts)
-	a, ok1 := cells[scaleKey{t, shape, lo, op}]
-	b, ok2 := cells[scaleKey{t, shape, hi, op}]
-	if !ok1 || !ok2 || a.finished == 0 || b.finished == 0 || a.sec <= 0 {
-		return "–"
-	}
+	lo, hi := slices.Min(have), slices.Max(have)
+	a, b := cells[scaleKey{t, shape, lo, op}], cells[scaleKey{t, shape, hi, op}]
 	out := fmt.Sprintf("%.2f", (b.sec/float64(hi))/(a.sec/float64(lo)))
 	if a.cpu > 0 && b.cpu > 0 {
 		out += fmt.Sprintf(" (%.2f)", (b.cpu/float64(hi))/(a.cpu/float64(lo)))
+	}
+	if hi != slices.Max(counts) {
+		out += " to " + fmtCount(hi)
 	}
 	return out
 }
