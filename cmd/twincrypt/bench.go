@@ -29,6 +29,10 @@ type benchFlags struct {
 	peers     bool
 	keep      bool
 	compare   bool
+	scale     []int
+	shapes    []string
+	scaleOps  []string
+	merge     bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -89,13 +93,21 @@ workload, log axis, bars up from 1x when slower and down when faster) and
 latency.svg/png (per-op p50 bars with p99 whiskers, ops labelled with their
 class). --compare OLD.json NEW.json prints what changed between two runs.
 
+--scale N1,N2,... runs the scale harness instead of the workloads: N empty
+files in one directory (flat) and in 1000 directories (tree), then ls -f,
+ls -l (twice: cold, then warm), find, du and rm -rf, each on a fresh mount,
+each timed and checked to see all N files, with the daemon's VmRSS/VmHWM
+after each op. --out DIR writes scale.md (µs per file, flatness, memory),
+scale.json and the charts scale-flat.svg/png, scale-tree.svg/png.
+
 Exit status 1 when any run failed (the tables are printed all the same).
 
 ` + opClassHelp(),
 		Example: `  twincrypt bench
   twincrypt bench --size tiny --repeat 1 --targets native,twin,crypt-xts
   twincrypt bench --workloads srctree,randrw --fio --out results/ --on /mnt/ssd
-  twincrypt bench --compare before/results.json after/results.json`,
+  twincrypt bench --compare before/results.json after/results.json
+  twincrypt bench --scale 10000,100000,1000000 --out docs/scale`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.compare {
 				if len(args) != 2 {
@@ -103,8 +115,14 @@ Exit status 1 when any run failed (the tables are printed all the same).
 				}
 				return runBenchCompare(cmd.OutOrStdout(), args[0], args[1])
 			}
-			if len(args) != 0 {
+			if len(args) != 0 && !f.merge {
 				return usageErrorf("bench takes no arguments (did you mean --compare OLD.json NEW.json?)")
+			}
+			if f.merge {
+				return runBenchScaleMerge(cmd, f, args)
+			}
+			if len(f.scale) > 0 {
+				return runBenchScale(cmd, f)
 			}
 			return runBench(cmd, f)
 		},
@@ -122,6 +140,10 @@ Exit status 1 when any run failed (the tables are printed all the same).
 	fl.BoolVar(&f.peers, "peers", true, "include the installed peers (gocryptfs, encfs, cryfs, securefs, fscrypt)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the work directory (the targets' data) at the end")
 	fl.BoolVar(&f.compare, "compare", false, "compare two results.json files given as arguments and exit")
+	fl.IntSliceVar(&f.scale, "scale", nil, "instead of the workloads, the scale run: create, ls -f, ls -l, find, du, rm -rf of `COUNTS` empty files (comma separated, e.g. 10000,100000,1000000); default targets native,twin,crypt-xts,gocryptfs,securefs, --repeat 1")
+	fl.StringSliceVar(&f.shapes, "scale-shapes", []string{"flat", "tree"}, "with --scale: flat (all files in one directory), tree (1000 directories)")
+	fl.StringSliceVar(&f.scaleOps, "scale-ops", nil, "with --scale: run only these listing ops of ls-f, ls-l, ls-l-warm, find, du (create and rm-rf always run)")
+	fl.BoolVar(&f.merge, "scale-merge", false, "merge the scale.json files given as arguments (runs made apart) and write the report to --out")
 	return cmd
 }
 
