@@ -308,12 +308,13 @@ func (n *node) setattrFd(a *acct, s *side, fd int, in *fuse.SetAttrIn) syscall.E
 // truncate changes the size of n through fd on side s under the inode's
 // content lock; fresh is set for a descriptor opened just for this.
 func (n *node) truncate(a *acct, s *side, fd int, size int64, fresh bool) syscall.Errno {
-	st := &n.io
+	x := n.extra()
+	st := &x.io
 	if s != n.r.main {
 		st = nil // the twin side keeps no content state
 	}
-	n.io.mu.Lock()
-	defer n.io.mu.Unlock()
+	x.io.mu.Lock()
+	defer x.io.mu.Unlock()
 	if fresh && st != nil {
 		var lst syscall.Stat_t
 		if err := a.fstat(fd, &lst); err != nil {
