@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # Daemon memory per cached inode (issue #12): for the twin, crypt-xts and
 # gocryptfs (if installed), each over its own tmpfs, N empty files are
-# created in one directory through the mount, the mount is remounted (a
-# fresh daemon, nothing cached), and the daemon's VmRSS is read before and
-# after `ls -l` of the directory (one LOOKUP, so one cached inode, per
-# file), and again after the kernel drops its dentries and inodes
-# (drop_caches=2: a FORGET for each). Prints per target the RSS figures in
-# MiB and (after - before) / N in bytes per cached inode.
-# Needs root. Usage: scripts/inode-memory.sh [N]   (default 100000)
+# created in one directory through the mount. Then, REPEATS times: the
+# mount is remounted (a fresh daemon, nothing cached), every file is
+# stat'ed by name (a LOOKUP and a cached inode each, no listing), then
+# `ls -l` lists the directory, then the kernel drops its dentries and
+# inodes (drop_caches=2: a FORGET for each); the daemon's VmRSS is read
+# before and after each step. Prints per target and repeat the RSS in MiB
+# and (after stat - before) / N, bytes per cached inode; compare medians.
+# Both daemons are Go programs: GOGC in the environment applies to both.
+# OLD=BINARY adds the targets twin-old and crypt-xts-old served by another
+# twincrypt binary (a before/after comparison in one run).
+# Needs root. Usage: scripts/inode-memory.sh [N [REPEATS]]  (100000, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 N=${1:-100000}
+REP=${2:-3}
 W=$(mktemp -d)
 B=$W/twincrypt
 go build -o "$B" ./cmd/twincrypt
 echo pass >"$W/pass"
 targets="twin crypt-xts"
+if [ -n "${OLD:-}" ]; then targets="$targets twin-old crypt-xts-old"; fi
 if command -v gocryptfs >/dev/null; then targets="$targets gocryptfs"; fi
 pid=
 cleanup() {
@@ -33,6 +39,8 @@ mnt() { # target: mounts in the foreground, in the background of this shell
 	case $t in
 	twin) "$B" mount --quiet --passthrough "$W/$t.lower" "$W/$t.mnt" & ;;
 	crypt-xts) "$B" mount --quiet --passfile "$W/pass" "$W/$t.lower" "$W/$t.mnt" & ;;
+	twin-old) "$OLD" mount --quiet --passthrough "$W/$t.lower" "$W/$t.mnt" & ;;
+	crypt-xts-old) "$OLD" mount --quiet --passfile "$W/pass" "$W/$t.lower" "$W/$t.mnt" & ;;
 	gocryptfs) gocryptfs -f -q -passfile "$W/pass" "$W/$t.lower" "$W/$t.mnt" & ;;
 	esac
 	pid=$!
@@ -51,24 +59,29 @@ for t in $targets; do
 	mkdir -p "$W/$t.lower" "$W/$t.mnt"
 	mount -t tmpfs -o size=2g tmpfs "$W/$t.lower"
 	case $t in
-	crypt-xts) "$B" init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null ;;
+	crypt-xts*) "$B" init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null ;;
 	gocryptfs) gocryptfs -init -q -scryptn 10 -passfile "$W/pass" "$W/$t.lower" >/dev/null ;;
 	esac
 	mnt "$t"
 	mkdir "$W/$t.mnt/d"
 	(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs touch)
 	unmnt "$t"
-	mnt "$t"
-	sleep 1
-	r0=$(rss "$pid")
-	ls -l "$W/$t.mnt/d" >/dev/null
-	sleep 1
-	r1=$(rss "$pid")
-	sync
-	echo 2 >/proc/sys/vm/drop_caches
-	sleep 2
-	r2=$(rss "$pid")
-	unmnt "$t"
+	for r in $(seq "$REP"); do
+		mnt "$t"
+		sleep 1
+		r0=$(rss "$pid")
+		(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs stat -c %s >/dev/null)
+		sleep 1
+		r1=$(rss "$pid")
+		ls -l "$W/$t.mnt/d" >/dev/null
+		sleep 1
+		r2=$(rss "$pid")
+		sync
+		echo 2 >/proc/sys/vm/drop_caches
+		sleep 2
+		r3=$(rss "$pid")
+		unmnt "$t"
+		echo "$t #$r: $N files; daemon RSS before $((r0 / 1024)) MiB, after stat of each $((r1 / 1024)) MiB, after ls -l $((r2 / 1024)) MiB, after drop_caches $((r3 / 1024)) MiB; $(((r1 - r0) * 1024 / N)) bytes per cached inode"
+	done
 	umount "$W/$t.lower"
-	echo "$t: $N files; daemon RSS before $((r0 / 1024)) MiB, after ls -l $((r1 / 1024)) MiB, after drop_caches $((r2 / 1024)) MiB; $(((r1 - r0) * 1024 / N)) bytes per cached inode"
 done
