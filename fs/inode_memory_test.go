@@ -25,7 +25,7 @@ import (
 // node grows past nodeBytesMax or the heap per inode past inodeBytesMax.
 // INODE_HEAP_PROFILE=DIR writes an exact heap profile after the walk.
 func TestNodesFollowForget(t *testing.T) {
-	const n = 20000
+	const n = 10000
 	if os.Getenv("INODE_HEAP_PROFILE") != "" {
 		runtime.MemProfileRate = 1
 	}

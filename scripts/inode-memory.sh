@@ -8,7 +8,11 @@
 # inodes (drop_caches=2: a FORGET for each); the daemon's VmRSS is read
 # before and after each step. Prints per target and repeat the RSS in MiB
 # and (after stat - before) / N, bytes per cached inode; compare medians.
-# Both daemons are Go programs: GOGC in the environment applies to both.
+# Both daemons are Go programs, whose RSS is anywhere between their live
+# heap and twice it (GOGC=100) depending on when the last collection ran:
+# the measuring mounts run with GOGC=1 (MEASURE_GOGC), which collects at
+# every 1 % of growth, so that RSS follows the live heap (the files are
+# created with the default).
 # OLD=BINARY adds the targets twin-old and crypt-xts-old served by another
 # twincrypt binary (a before/after comparison in one run).
 # Needs root. Usage: scripts/inode-memory.sh [N [REPEATS]]  (100000, 3)
@@ -17,6 +21,7 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 N=${1:-100000}
 REP=${2:-3}
+MEASURE_GOGC=${MEASURE_GOGC:-1}
 W=$(mktemp -d)
 B=$W/twincrypt
 go build -o "$B" ./cmd/twincrypt
@@ -67,7 +72,7 @@ for t in $targets; do
 	(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs touch)
 	unmnt "$t"
 	for r in $(seq "$REP"); do
-		mnt "$t"
+		GOGC=$MEASURE_GOGC mnt "$t"
 		sleep 1
 		r0=$(rss "$pid")
 		(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs stat -c %s >/dev/null)
