@@ -12,9 +12,14 @@
 # heap and twice it (GOGC=100) depending on when the last collection ran:
 # the measuring mounts run with GOGC=1 (MEASURE_GOGC), which collects at
 # every 1 % of growth, so that RSS follows the live heap (the files are
-# created with the default).
+# created with the default), and with GODEBUG=gctrace=1: the live heap
+# after the last collection before and after the walk, divided by N, is
+# the second figure, heap bytes per cached inode. Other programs' memory
+# pressure or drop_caches during a walk make the kernel forget some of it
+# and lower a figure: compare the repeats.
 # OLD=BINARY adds the targets twin-old and crypt-xts-old served by another
-# twincrypt binary (a before/after comparison in one run).
+# twincrypt binary (a before/after comparison in one run); TARGETS="..."
+# picks targets.
 # Needs root. Usage: scripts/inode-memory.sh [N [REPEATS]]  (100000, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +34,7 @@ echo pass >"$W/pass"
 targets="twin crypt-xts"
 if [ -n "${OLD:-}" ]; then targets="$targets twin-old crypt-xts-old"; fi
 if command -v gocryptfs >/dev/null; then targets="$targets gocryptfs"; fi
+targets=${TARGETS:-$targets}
 pid=
 cleanup() {
 	for t in $targets; do
@@ -39,6 +45,7 @@ cleanup() {
 }
 trap cleanup EXIT
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; } # KiB
+live() { awk '/^gc / {split($11, a, "->"); m = a[3] + 0} END {print m + 0}' "$1"; } # MB live after the last GC
 mnt() { # target: mounts in the foreground, in the background of this shell
 	local t=$1
 	case $t in
@@ -72,12 +79,14 @@ for t in $targets; do
 	(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs touch)
 	unmnt "$t"
 	for r in $(seq "$REP"); do
-		GOGC=$MEASURE_GOGC mnt "$t"
+		GOGC=$MEASURE_GOGC GODEBUG=gctrace=1 mnt "$t" 2>"$W/gc"
 		sleep 1
 		r0=$(rss "$pid")
+		h0=$(live "$W/gc")
 		(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs stat -c %s >/dev/null)
 		sleep 1
 		r1=$(rss "$pid")
+		h1=$(live "$W/gc")
 		ls -l "$W/$t.mnt/d" >/dev/null
 		sleep 1
 		r2=$(rss "$pid")
@@ -86,7 +95,7 @@ for t in $targets; do
 		sleep 2
 		r3=$(rss "$pid")
 		unmnt "$t"
-		echo "$t #$r: $N files; daemon RSS before $((r0 / 1024)) MiB, after stat of each $((r1 / 1024)) MiB, after ls -l $((r2 / 1024)) MiB, after drop_caches $((r3 / 1024)) MiB; $(((r1 - r0) * 1024 / N)) bytes per cached inode"
+		echo "$t #$r: $N files; daemon RSS before $((r0 / 1024)) MiB, after stat of each $((r1 / 1024)) MiB, after ls -l $((r2 / 1024)) MiB, after drop_caches $((r3 / 1024)) MiB; $(((r1 - r0) * 1024 / N)) bytes of RSS, $(((h1 - h0) * 1048576 / N)) of live heap per cached inode"
 	done
 	umount "$W/$t.lower"
 done
