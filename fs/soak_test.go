@@ -407,14 +407,29 @@ func soakClient(env *diffEnv, w *soakWorker, seed int64, stopped func() bool, fa
 }
 
 // soakReset removes the subtree of w on every mount; false if it cannot.
+// Each entry of the subtree removed counts as progress for the watchdog:
+// a generation's tree, deep chains included, can take a while to remove
+// on a loaded machine.
 func soakReset(env *diffEnv, w *soakWorker, seed int64, fail func(soakFailure)) bool {
 	for i := range env.mounts {
-		if err := os.RemoveAll(env.abs(i, w.name)); err != nil {
+		top := env.abs(i, w.name)
+		ents, _ := os.ReadDir(top)
+		var err error
+		for _, e := range ents {
+			if err = os.RemoveAll(filepath.Join(top, e.Name())); err != nil {
+				break
+			}
+			w.done()
+		}
+		if err == nil {
+			err = os.RemoveAll(top)
+		}
+		if err != nil {
 			fail(soakFailure{worker: w.name, seed: seed, f: &diffFailure{sig: "reset", msg: fmt.Sprintf("cannot reset subtree %s on %s: %v", w.name, env.names[i], err)}})
 			return false
 		}
+		w.done()
 	}
-	w.done()
 	return true
 }
 
