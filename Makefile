@@ -1,6 +1,8 @@
+# make soak [SOAK=10m] [SOAKFLAGS=-soak.profile=DIR]
+SOAK ?= 1h
 .PHONY: soak
 soak:
-	go test -run 'TestDifferential|TestSoak' -timeout 2h -v ./fs -args -soak=1h
+	go test -run 'TestDifferential|TestSoak' -timeout 2h -v ./fs -args -soak=$(SOAK) $(SOAKFLAGS)
 
 # Man pages (section 1), one per command, generated from the commands'
 # help: man/man1/twincrypt.1, twincrypt-mount.1, ... ('man -l' to read,

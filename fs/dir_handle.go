@@ -43,9 +43,10 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		return nil, 0, errno
 	}
 	d := &dirHandle{n: n, fd: fd}
-	n.filesMu.Lock()
-	n.dirs = append(n.dirs, d)
-	n.filesMu.Unlock()
+	x := n.extra()
+	x.filesMu.Lock()
+	x.dirs = append(x.dirs, d)
+	x.filesMu.Unlock()
 	return d, 0, 0
 }
 
@@ -95,17 +96,18 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 }
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
-	d.n.filesMu.Lock()
-	for i, e := range d.n.dirs {
+	x := d.n.extra()
+	x.filesMu.Lock()
+	for i, e := range x.dirs {
 		if e == d {
-			last := len(d.n.dirs) - 1
-			d.n.dirs[i] = d.n.dirs[last]
-			d.n.dirs[last] = nil
-			d.n.dirs = d.n.dirs[:last]
+			last := len(x.dirs) - 1
+			x.dirs[i] = x.dirs[last]
+			x.dirs[last] = nil
+			x.dirs = x.dirs[:last]
 			break
 		}
 	}
-	d.n.filesMu.Unlock()
+	x.filesMu.Unlock()
 	syscall.Close(d.fd)
 }
 

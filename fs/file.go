@@ -53,7 +53,7 @@ func (f *file) twin(o *opRun, fn func(s *side, a *acct, fd int) syscall.Errno) {
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
 	o := f.n.r.begin(measure.OpRead, f.n)
 	defer func() { o.end(errno) }()
-	st := &f.n.io
+	st := &f.n.extra().io
 	st.mu.RLock()
 	n, errno := f.n.r.main.io.read(&o.a, st, f.fd, dest, off)
 	st.mu.RUnlock()
@@ -76,7 +76,7 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadR
 func (f *file) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
 	o := f.n.r.begin(measure.OpWrite, f.n)
 	defer func() { o.end(errno) }()
-	st := &f.n.io
+	st := &f.n.extra().io
 	st.mu.Lock()
 	n, errno := f.n.r.main.io.write(&o.a, st, f.fd, data, off)
 	// The twin is written under the same lock, so both see the writes of
@@ -170,7 +170,7 @@ func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOu
 func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (res uint64, errno syscall.Errno) {
 	o := f.n.r.begin(measure.OpLseek, f.n)
 	defer func() { o.end(errno) }()
-	st := &f.n.io
+	st := &f.n.extra().io
 	st.mu.RLock()
 	n, errno := f.n.r.main.io.lseek(&o.a, st, f.fd, int64(off), int(whence))
 	st.mu.RUnlock()
@@ -184,7 +184,7 @@ func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (res uint64
 func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) (errno syscall.Errno) {
 	o := f.n.r.begin(measure.OpFallocate, f.n)
 	defer func() { o.end(errno) }()
-	st := &f.n.io
+	st := &f.n.extra().io
 	st.mu.Lock()
 	errno = f.n.r.main.io.allocate(&o.a, st, f.fd, int64(off), int64(size), mode)
 	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {

@@ -117,3 +117,63 @@ func TestNoCapabilityGetxattrPerWrite(t *testing.T) {
 		})
 	}
 }
+
+// Found by make soak (seed 196007647581, worker s00, step 427): a file
+// another user makes with open(O_CREAT|O_TRUNC, 04755) lost its
+// set-user-ID bit. The kernel flags such a CREATE OPEN_KILL_SUIDGID (for
+// O_TRUNC, whether or not the file exists), and killPriv cleared the bits
+// of the new file; natively a file just made is not truncated and keeps
+// them. (A CREATE that finds the file returns ESTALE: the kernel then
+// opens it with OPEN, whose flag does apply: open-trunc of TestKillPriv.)
+// The caller is a process of another user (the differential tester's
+// setfsuid threads keep CAP_FSETID, and the kernel sets no flag for
+// them); the link makes the kernel ask the mode again.
+func TestKillPrivCreateTrunc(t *testing.T) {
+	dirs := otherUserDirs(t)
+	// The test binary, where the other user may run it.
+	exe := filepath.Join(filepath.Dir(dirs["native"]), "helper")
+	b, err := os.ReadFile(os.Args[0])
+	must(t, err)
+	must(t, os.WriteFile(exe, b, 0755))
+	t.Cleanup(func() { os.Remove(exe) })
+	modes := map[string]uint32{}
+	for _, target := range []string{"native", "xts", "cbc", "twin"} {
+		d := filepath.Join(dirs[target], "d")
+		must(t, os.Mkdir(d, 0777))
+		must(t, os.Chmod(d, 0777))
+		f := filepath.Join(d, "f")
+		if out, err := asUser("env", createTruncEnv+"="+f, exe, "-test.run=^TestKillPrivCreateTruncHelper$"); err != nil {
+			t.Fatalf("create on %s: %v: %s", target, err, out)
+		}
+		must(t, os.Link(f, f+"2"))
+		var st syscall.Stat_t
+		must(t, syscall.Stat(f, &st))
+		modes[target] = st.Mode & 07777
+	}
+	if modes["native"] != 04755 {
+		t.Fatalf("native: open(O_CREAT|O_TRUNC, 04755) by another user made mode %04o, want 4755", modes["native"])
+	}
+	for _, target := range []string{"xts", "cbc", "twin"} {
+		if modes[target] != modes["native"] {
+			t.Errorf("open(O_CREAT|O_TRUNC, 04755) by another user: mode %04o on %s, %04o natively", modes[target], target, modes["native"])
+		}
+	}
+}
+
+const createTruncEnv = "TWINCRYPT_CREATE_TRUNC"
+
+// TestKillPrivCreateTruncHelper is not a test: TestKillPrivCreateTrunc
+// runs the test binary as another user with TWINCRYPT_CREATE_TRUNC=PATH,
+// and it makes PATH with open(O_CREAT|O_TRUNC, 04755) under umask 022.
+func TestKillPrivCreateTruncHelper(t *testing.T) {
+	p := os.Getenv(createTruncEnv)
+	if p == "" {
+		t.Skip("helper process for TestKillPrivCreateTrunc")
+	}
+	syscall.Umask(022)
+	fd, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC, 04755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(fd)
+}

@@ -61,7 +61,9 @@ type testMount struct {
 	master     []byte
 	log        *syncBuffer
 	srv        *fuse.Server
-	unmounted  bool
+	// root is the daemon's root of a mount made by mount (nil otherwise).
+	root      *root
+	unmounted bool
 }
 
 // unmountNow unmounts before the test ends (the daemon's last ops are in).
@@ -139,10 +141,15 @@ func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
 	for _, m := range mutate {
 		m(&o)
 	}
-	srv, err := Mount(tm.mnt, o)
+	r, err := newRoot(o)
 	if err != nil {
 		t.Fatalf("Mount: %v", err)
 	}
+	srv, err := r.serve(tm.mnt, o, nil)
+	if err != nil {
+		t.Fatalf("Mount: %v", err)
+	}
+	tm.root = r
 	if err := srv.WaitMount(); err != nil {
 		t.Fatalf("WaitMount: %v", err)
 	}

@@ -99,12 +99,14 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		// after a write, and twice around a chown): fstat of an open
 		// file of the node, the very inode, rather than a walk to its
 		// name. Under filesMu: Release closes the descriptor only after.
-		n.filesMu.Lock()
-		if len(n.files) > 0 {
-			fh = n.files[0]
-			defer n.filesMu.Unlock()
-		} else {
-			n.filesMu.Unlock()
+		if x := n.x.Load(); x != nil {
+			x.filesMu.Lock()
+			if len(x.files) > 0 {
+				fh = x.files[0]
+				defer x.filesMu.Unlock()
+			} else {
+				x.filesMu.Unlock()
+			}
 		}
 	}
 	var st syscall.Stat_t
@@ -149,14 +151,16 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		// the caller holds the file open (fchmod, fchown: tar x, for
 		// every file): through an open file of the node, the very
 		// inode, rather than its path.
-		n.filesMu.Lock()
-		if len(n.files) > 0 {
-			// Under filesMu: Release closes the descriptor only after.
-			errno = n.setattrFile(&o, n.files[0], in, out)
-			n.filesMu.Unlock()
-			return errno
+		if x := n.x.Load(); x != nil {
+			x.filesMu.Lock()
+			if len(x.files) > 0 {
+				// Under filesMu: Release closes the descriptor only after.
+				errno = n.setattrFile(&o, x.files[0], in, out)
+				x.filesMu.Unlock()
+				return errno
+			}
+			x.filesMu.Unlock()
 		}
-		n.filesMu.Unlock()
 	}
 	var st syscall.Stat_t
 	errno = n.setattrPath(&o.a, n.r.main, in, &st)
@@ -344,12 +348,13 @@ func (n *node) setattrFd(a *acct, s *side, fd int, in *fuse.SetAttrIn) syscall.E
 // truncate changes the size of n through fd on side s under the inode's
 // content lock; fresh is set for a descriptor opened just for this.
 func (n *node) truncate(a *acct, s *side, fd int, size int64, fresh bool) syscall.Errno {
-	st := &n.io
+	x := n.extra()
+	st := &x.io
 	if s != n.r.main {
 		st = nil // the twin side keeps no content state
 	}
-	n.io.mu.Lock()
-	defer n.io.mu.Unlock()
+	x.io.mu.Lock()
+	defer x.io.mu.Unlock()
 	if fresh && st != nil {
 		var lst syscall.Stat_t
 		if err := a.fstat(fd, &lst); err != nil {

@@ -131,10 +131,7 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A new directory has a new IV, even should its inode number and
 		// birth time match a node that is still cached.
-		cn := ch.Operations().(*node)
-		cn.dirIVMu.Lock()
-		cn.dirIVCache = nil
-		cn.dirIVMu.Unlock()
+		ch.Operations().(*node).forgetDirIV()
 	}
 	return ch, e.rel(), 0
 }

@@ -133,22 +133,23 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 	if errno := n.sameLower(n.r.main, rel, &st); errno != 0 {
 		return fail(errno)
 	}
-	n.io.mu.Lock()
-	n.io.lowerPath = n.r.main.show(rel)
-	errno := n.r.main.io.open(a, &n.io, fd, &st)
+	x := n.extra()
+	x.io.mu.Lock()
+	x.io.lowerPath = n.r.main.show(rel)
+	errno := n.r.main.io.open(a, &x.io, fd, &st)
 	if errno == 0 && trunc {
 		errno = n.truncOpen(a, fd)
 	}
-	n.io.mu.Unlock()
+	x.io.mu.Unlock()
 	if errno != 0 {
 		closeFd(fd)
 		closeFd(twinFd)
 		return nil, 0, errno
 	}
 	f := &file{n: n, fd: fd, twinFd: twinFd}
-	n.filesMu.Lock()
-	n.files = append(n.files, f)
-	n.filesMu.Unlock()
+	x.filesMu.Lock()
+	x.files = append(x.files, f)
+	x.filesMu.Unlock()
 	if n.r.kernelPassthrough {
 		return &passthroughFile{f}, 0, 0
 	}
@@ -181,7 +182,7 @@ func (n *node) truncOpen(a *acct, fd int) syscall.Errno {
 		defer syscall.Close(wfd)
 		fd = wfd
 	}
-	return n.r.main.io.truncate(a, &n.io, fd, 0)
+	return n.r.main.io.truncate(a, &n.extra().io, fd, 0)
 }
 
 // unlinked reports whether n is a file whose last name is gone while it is
@@ -201,9 +202,13 @@ func (n *node) unlinked() bool {
 // reopens a deleted file natively, and how the kernel's own requests on
 // such a file (an ACL check at that open, an xattr call) are served.
 func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
-	n.filesMu.Lock()
-	defer n.filesMu.Unlock()
-	for _, f := range n.files {
+	x := n.x.Load()
+	if x == nil {
+		return -1, syscall.ENOENT // never opened
+	}
+	x.filesMu.Lock()
+	defer x.filesMu.Unlock()
+	for _, f := range x.files {
 		fd := f.fd
 		if s != n.r.main {
 			fd = f.twinFd
@@ -218,9 +223,9 @@ func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
 		a.lowerSince(t0)
 		return nfd, toErrno(err)
 	}
-	if s == n.r.main && len(n.dirs) > 0 {
+	if s == n.r.main && len(x.dirs) > 0 {
 		t0 := a.now()
-		nfd, err := unix.Open(procFd(n.dirs[0].fd), flags&^syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		nfd, err := unix.Open(procFd(x.dirs[0].fd), flags&^syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 		a.lowerSince(t0)
 		return nfd, toErrno(err)
 	}
@@ -229,14 +234,15 @@ func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
 
 // forget drops f from the node's open files.
 func (n *node) forget(f *file) {
-	n.filesMu.Lock()
-	defer n.filesMu.Unlock()
-	for i, g := range n.files {
+	x := n.extra()
+	x.filesMu.Lock()
+	defer x.filesMu.Unlock()
+	for i, g := range x.files {
 		if g == f {
-			last := len(n.files) - 1
-			n.files[i] = n.files[last]
-			n.files[last] = nil
-			n.files = n.files[:last]
+			last := len(x.files) - 1
+			x.files[i] = x.files[last]
+			x.files[last] = nil
+			x.files = x.files[:last]
 			return
 		}
 	}

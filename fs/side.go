@@ -70,16 +70,15 @@ type root struct {
 // node is one file, directory, symlink or special file of the mounted view.
 // It holds no lower path: the path is rebuilt from the parent chain on each
 // operation, so renames anywhere above a node need no bookkeeping.
+//
+// The daemon keeps a node for every inode the kernel has cached (until
+// its FORGET), so a walk of a big tree (find, ls -lR, du) makes them by
+// the hundred thousand, most never opened: a node is kept small (176
+// bytes with go-fuse's Inode, one size class), and what only open files
+// and directories need is in nodeExtra, made at the first need.
 type node struct {
 	fs.Inode
 	r *root
-
-	// io is the content state of a regular file (see ioState).
-	io ioState
-
-	// dirIVMu guards dirIVCache, the directory IV of a directory node.
-	dirIVMu    sync.Mutex
-	dirIVCache []byte
 
 	// lower caches the node's lower name (see nodeName).
 	lower atomic.Pointer[lowerCache]
@@ -92,6 +91,18 @@ type node struct {
 	// listing), in Unix nanoseconds.
 	listed atomic.Int64
 
+	// iv caches the directory IV of a directory node (see dirIV).
+	iv atomic.Pointer[dirIVBox]
+
+	// x is the state of an opened node, nil before (see extra).
+	x atomic.Pointer[nodeExtra]
+}
+
+// nodeExtra is what a node needs once it is opened (or truncated).
+type nodeExtra struct {
+	// io is the content state of a regular file (see ioState).
+	io ioState
+
 	// files are the node's open files: after the last name of a file is
 	// gone they are the only way to it, and an open of /proc/PID/fd/N
 	// (which reaches the kernel inode without a lookup) reopens the file
@@ -102,6 +113,19 @@ type node struct {
 	// same way once it is removed (an open of /proc/PID/fd/N of a
 	// removed directory).
 	dirs []*dirHandle
+}
+
+// extra returns the node's nodeExtra, made at the first call; it stays
+// until the node is forgotten.
+func (n *node) extra() *nodeExtra {
+	if x := n.x.Load(); x != nil {
+		return x
+	}
+	x := new(nodeExtra)
+	if n.x.CompareAndSwap(nil, x) {
+		return x
+	}
+	return n.x.Load()
 }
 
 func (n *node) isRoot() bool { return n == n.r.rootNode }
@@ -620,20 +644,32 @@ func (d dirLoc) show(name string) string {
 	return p
 }
 
+// dirIVBox is the cached IV of a directory node; a box with a nil iv is
+// an emptied cache (forgetDirIV).
+type dirIVBox struct{ iv []byte }
+
 // dirIV returns the IV of directory n, found at d. Only the mount's own
-// side has directory IVs, so the cache lives in the node.
+// side has directory IVs, so the cache lives in the node. An IV read
+// while the cache was emptied (forgetDirIV) is returned but not kept.
 func (n *node) dirIV(a *acct, t transform, d dirLoc) ([]byte, syscall.Errno) {
-	n.dirIVMu.Lock()
-	defer n.dirIVMu.Unlock()
-	if n.dirIVCache != nil {
-		return n.dirIVCache, 0
+	b := n.iv.Load()
+	if b != nil && b.iv != nil {
+		return b.iv, 0
 	}
 	iv, errno := t.readDirIV(a, d)
-	if errno == 0 {
-		n.dirIVCache = iv
+	if errno == 0 && !n.iv.CompareAndSwap(b, &dirIVBox{iv}) {
+		// Another reader was first (keep one slice: lowerCache compares
+		// IVs by identity), or the cache was emptied meanwhile.
+		if b := n.iv.Load(); b != nil && b.iv != nil {
+			return b.iv, 0
+		}
 	}
 	return iv, errno
 }
+
+// forgetDirIV empties n's directory IV cache; a read of the IV that
+// started before does not fill it.
+func (n *node) forgetDirIV() { n.iv.Store(&dirIVBox{}) }
 
 func (r *root) newNode() *node { return &node{r: r} }
 
