@@ -143,14 +143,24 @@ func (vol *Volume) Mount(t testing.TB, readOnly bool) {
 	if vol.srv != nil {
 		t.Fatalf("%s is already mounted", vol.Mnt)
 	}
+	transport, err := fs.ParseTransport(os.Getenv(TransportEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", TransportEnv, err)
+	}
 	srv, err := MountDir(vol.Mnt, fs.Options{
 		Lower: vol.Lower, Config: vol.Config, MasterKey: vol.MasterKey,
-		ReadOnly: readOnly, Log: zerolog.New(vol.Log),
+		ReadOnly: readOnly, Log: zerolog.New(vol.Log), Transport: transport,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	vol.srv, vol.readOnly = srv, readOnly
+	defer func() {
+		// A run over the ring must never pass on /dev/fuse.
+		if got := fs.TransportOf(srv); transport == fs.TransportUring && got.Name != fs.TransportUring {
+			t.Skipf("%s=uring but the mount runs on %s", TransportEnv, got)
+		}
+	}()
 	if vol.cleanup {
 		return
 	}
@@ -212,6 +222,11 @@ func MountVariant(t testing.TB, v Variant) *Volume {
 	vol.Mount(t, false)
 	return vol
 }
+
+// TransportEnv selects the transport of the volumes the tests mount
+// (Volume.Mount): "uring" runs them over FUSE over io_uring, "dev" or
+// unset over /dev/fuse; scripts/test.sh runs the package both ways.
+const TransportEnv = "TWINCRYPT_TEST_TRANSPORT"
 
 // MountDir mounts o at mnt and waits until the mount is live.
 func MountDir(mnt string, o fs.Options) (*fuse.Server, error) {

@@ -12,7 +12,8 @@ go test -count=1 -timeout 20m "$@" ./...
 go run ./integration/crashsim/cmd/crashstates -size short
 
 # The ring transport: the differential tester, posixtest, the fault, crash
-# and ring tests again over FUSE over io_uring (mount --transport uring).
+# and ring tests and the real-app tests again over FUSE over io_uring
+# (mount --transport uring).
 # Where the kernel has no ring (or we are not root) they skip, saying why;
 # a mount that falls back to /dev/fuse skips its test rather than pass.
 if [ $# -eq 0 ]; then
@@ -20,4 +21,7 @@ if [ $# -eq 0 ]; then
 		-run 'TestDifferential|TestPosix$|TestFault|TestUring|TestCacheSeesDaemonChanges' ./fs
 	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
 		-run 'TestCrash|TestMountTransport' ./cmd/twincrypt
+	# The real programs (tar, git, sqlite, make, cc, cp, rsync, Go's os
+	# tests, mmap) on every variant over the ring.
+	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m ./integration
 fi
