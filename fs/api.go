@@ -269,6 +269,19 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 // close releases the lower root descriptors of the sides.
 func (r *root) close() {
 	r.closeOnce.Do(func() {
+		// Handles the kernel never released (their RELEASE was still
+		// queued at the unmount): all requests are served by now.
+		r.open.Range(func(k, _ any) bool {
+			switch h := k.(type) {
+			case *file:
+				closeFd(h.fd)
+				closeFd(h.twinFd)
+			case *dirHandle:
+				closeFd(h.fd)
+			}
+			r.open.Delete(k)
+			return true
+		})
 		for _, s := range []*side{r.main, r.twin} {
 			if s != nil && s.rootFd >= 0 {
 				syscall.Close(s.rootFd)

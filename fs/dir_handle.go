@@ -43,6 +43,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		return nil, 0, errno
 	}
 	d := &dirHandle{n: n, fd: fd}
+	n.r.open.Store(d, nil)
 	x := n.extra()
 	x.filesMu.Lock()
 	x.dirs = append(x.dirs, d)
@@ -108,6 +109,7 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 		}
 	}
 	x.filesMu.Unlock()
+	d.n.r.open.Delete(d)
 	syscall.Close(d.fd)
 }
 

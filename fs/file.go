@@ -154,6 +154,7 @@ func (f *file) Release(ctx context.Context) (errno syscall.Errno) {
 		return toErrno(syscall.Close(fd))
 	}
 	f.n.forget(f)
+	f.n.r.open.Delete(f)
 	errno = release(&o.a, f.fd)
 	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return release(a, fd) })
 	return errno

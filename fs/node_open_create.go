@@ -147,6 +147,7 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 		return nil, 0, errno
 	}
 	f := &file{n: n, fd: fd, twinFd: twinFd}
+	n.r.open.Store(f, nil)
 	x.filesMu.Lock()
 	x.files = append(x.files, f)
 	x.filesMu.Unlock()

@@ -65,6 +65,12 @@ type root struct {
 	capNoData atomic.Bool
 	rootNode  *node
 	closeOnce sync.Once
+	// open holds the open files and directory handles (*file,
+	// *dirHandle): an unmount drops the RELEASEs still queued in the
+	// kernel, and close then closes their lower descriptors, so that an
+	// in-process mount leaves none behind (a LOWER that is itself a mount
+	// can be unmounted at once).
+	open sync.Map
 }
 
 // node is one file, directory, symlink or special file of the mounted view.

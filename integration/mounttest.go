@@ -244,11 +244,14 @@ func MountDir(mnt string, o fs.Options) (*fuse.Server, error) {
 // UnmountDir unmounts srv, retrying for five seconds while the mount is
 // busy (a child process may still be closing its files). If it still
 // cannot, it detaches the mount lazily so that none is left behind, and
-// reports the error.
+// reports the error. After an unmount it waits until the filesystem has
+// let go of its lower descriptors (fs.WaitEnd): a LOWER that is itself a
+// mount (crashsim's recorder) can then be unmounted at once.
 func UnmountDir(srv *fuse.Server, mnt string) error {
 	var err error
 	for i := 0; i < 50; i++ {
 		if err = srv.Unmount(); err == nil {
+			fs.WaitEnd(srv)
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -59,11 +60,26 @@ func (r *Recorder) Close() error {
 	if r.srv == nil {
 		return nil
 	}
-	err := r.srv.Unmount()
-	if err == nil {
-		r.srv = nil
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = r.srv.Unmount(); err == nil {
+			r.srv = nil
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return err
+	// Still busy: something of this process holds a file on it. Abort
+	// the connection before detaching it, or the exit of this process
+	// (which serves the mount) would wait for ever on the FLUSH of that
+	// file's close.
+	var st syscall.Stat_t
+	if serr := syscall.Stat(r.Mnt, &st); serr == nil {
+		minor := (st.Dev & 0xff) | ((st.Dev >> 12) & 0xfff00)
+		os.WriteFile(fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", minor), []byte("1"), 0)
+	}
+	syscall.Unmount(r.Mnt, syscall.MNT_DETACH)
+	r.srv = nil
+	return fmt.Errorf("unmount the recorder at %s: %w (aborted and detached)", r.Mnt, err)
 }
 
 // Start snapshots the backing directory (the state before the workload,
