@@ -54,16 +54,18 @@ const (
 
 // entInOut is struct fuse_uring_ent_in_out (32 bytes), at offEntInOut in
 // the header buffer.
+// Only its size is used here (the fields are read and written at their
+// offsets in the buffer); in the uapi's order they are:
 type entInOut struct {
-	flags uint64
-	// commitID names the request in the COMMIT_AND_FETCH that answers it
+	_ uint64 // flags
+	// commit_id names the request in the COMMIT_AND_FETCH that answers it
 	// (the kernel uses the request's unique).
-	commitID uint64
-	// payloadSz is the number of payload bytes: the request's, written by
+	_ uint64
+	// payload_sz is the number of payload bytes: the request's, written by
 	// the kernel; the reply's, written by us.
-	payloadSz uint32
-	padding   uint32
-	reserved  uint64
+	_ uint32
+	_ uint32 // padding
+	_ uint64 // reserved
 }
 
 // cmdReq is struct fuse_uring_cmd_req (24 bytes), in the cmd area of the

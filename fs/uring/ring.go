@@ -68,11 +68,12 @@ type cqe struct {
 
 // getEventsArg is struct io_uring_getevents_arg (24 bytes), the argument of
 // io_uring_enter with IORING_ENTER_EXT_ARG.
+// Only its size is used (the layout test); fields in the uapi's order.
 type getEventsArg struct {
-	sigmask   uint64
-	sigmaskSz uint32
-	pad       uint32
-	ts        uint64
+	_ uint64 // sigmask
+	_ uint32 // sigmask_sz
+	_ uint32 // pad
+	_ uint64 // ts
 }
 
 const (
