@@ -106,9 +106,15 @@ const SharedCacheTimeout = time.Second
 // until it is gone. It uses DirectMount when running as root and fusermount3
 // otherwise, a 1 MiB max write and 1 MiB readahead.
 func Mount(mnt string, o Options) (*fuse.Server, error) {
+	_, srv, err := mountRoot(mnt, o)
+	return srv, err
+}
+
+// mountRoot is Mount, also returning the root it serves.
+func mountRoot(mnt string, o Options) (*root, *fuse.Server, error) {
 	r, err := newRoot(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	srv, err := r.serve(mnt, o, nil)
 	var stuck *ringStuckError
@@ -117,13 +123,13 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 		// again on /dev/fuse.
 		o.Log.Warn().Msgf("mount %s: %v; mounting again on /dev/fuse", mnt, err)
 		if r, err = newRoot(o); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		o.Transport = TransportDev
 		o.ringFallback = stuck.reason
-		return r.serve(mnt, o, nil)
+		srv, err = r.serve(mnt, o, nil)
 	}
-	return srv, err
+	return r, srv, err
 }
 
 // serve mounts r at mnt with o's mount options and starts serving. wrap,

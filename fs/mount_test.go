@@ -141,11 +141,7 @@ func (tm *testMount) mount(t testing.TB, mutate ...func(*Options)) {
 	for _, m := range mutate {
 		m(&o)
 	}
-	r, err := newRoot(o)
-	if err != nil {
-		t.Fatalf("Mount: %v", err)
-	}
-	srv, err := r.serve(tm.mnt, o, nil)
+	r, srv, err := mountRoot(tm.mnt, o)
 	if err != nil {
 		t.Fatalf("Mount: %v", err)
 	}
