@@ -112,8 +112,11 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 	value, p, errno := get(n.r.main, &o.a)
 	if errno == syscall.ENODATA && bit != 0 {
 		n.xattrNone.learn(known, bit)
-		if bit == xattrBitCapability {
+		switch {
+		case bit == xattrBitCapability:
 			n.r.capNoData.Store(true)
+		case bit == xattrBitSELinux && known&xattrBitMade != 0:
+			n.r.selinuxNoData.Store(true)
 		}
 	}
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
@@ -233,6 +236,8 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 		return toErrno(err)
 	}
 	errno = remove(n.r.main, &o.a)
+	// The entry is no longer as the daemon made it (xattrBitMade).
+	n.xattrNone.reset(0)
 	o.mirror(n.r, remove)
 	return errno
 }

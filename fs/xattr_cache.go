@@ -39,8 +39,14 @@ var knownXattrs = [...]string{
 
 const (
 	xattrBitCapability = 1 << 0
+	xattrBitSELinux    = 1 << 1
 	xattrBitACLAccess  = 1 << 2
 	xattrBitACLDefault = 1 << 3
+	// xattrBitMade is not a name: it marks a node made by this daemon
+	// (CREATE, MKDIR, MKNOD) whose xattrs nobody has set or removed
+	// since, so that what LOWER answers for it holds for every entry
+	// the daemon makes (see selinuxNoData).
+	xattrBitMade = 1 << 31
 )
 
 // knownXattr returns the bit of name, 0 for a name not remembered.
@@ -93,16 +99,22 @@ func (n *node) cachedXattr(attr string) uint64 {
 // newEntryXattrs is what is certain of the xattrs of an entry of type
 // mode (S_IFMT bits) that the daemon has just made in directory parent:
 // no security.capability (only a SETXATTR gives one) once LOWER has shown
-// that it answers ENODATA for it, and no ACLs when the parent is known to
-// have no default ACL (the lower filesystem gives a new entry ACLs from
-// its parent's default ACL only).
+// that it answers ENODATA for it; no security.selinux once LOWER has
+// answered ENODATA for an entry the daemon made (SELinux labels every
+// file as it is made: either every new entry has a security.selinux or
+// none has); and no ACLs when the
+// parent is known to have no default ACL (the lower filesystem gives a
+// new entry ACLs from its parent's default ACL only).
 func (r *root) newEntryXattrs(parent *node, mode uint32) uint64 {
 	if !r.xattrCache {
 		return 0
 	}
-	var bits uint64
+	bits := uint64(xattrBitMade)
 	if r.capNoData.Load() {
 		bits |= xattrBitCapability
+	}
+	if r.selinuxNoData.Load() {
+		bits |= xattrBitSELinux
 	}
 	if parent.xattrNone.absent(xattrBitACLDefault) {
 		bits |= xattrBitACLAccess
