@@ -112,11 +112,8 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 	value, p, errno := get(n.r.main, &o.a)
 	if errno == syscall.ENODATA && bit != 0 {
 		n.xattrNone.learn(known, bit)
-		switch {
-		case bit == xattrBitCapability:
+		if bit == xattrBitCapability {
 			n.r.capNoData.Store(true)
-		case bit == xattrBitSELinux && known&xattrBitMade != 0:
-			n.r.selinuxNoData.Store(true)
 		}
 	}
 	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
@@ -236,7 +233,8 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 		return toErrno(err)
 	}
 	errno = remove(n.r.main, &o.a)
-	// The entry is no longer as the daemon made it (xattrBitMade).
+	// Whether or not it took, what the node knew is forgotten (as
+	// after a SETXATTR).
 	n.xattrNone.reset(0)
 	o.mirror(n.r, remove)
 	return errno

@@ -63,11 +63,11 @@ type root struct {
 	// capNoData is set once LOWER answered ENODATA for a
 	// security.capability (see newEntryXattrs).
 	capNoData atomic.Bool
-	// selinuxNoData is set once LOWER answered ENODATA for the
-	// security.selinux of an entry this daemon made (newEntryXattrs).
-	selinuxNoData atomic.Bool
-	rootNode      *node
-	closeOnce     sync.Once
+	// selinuxNoData is set when the first entry this daemon made had
+	// no security.selinux (probeLabel, once: labelProbed).
+	selinuxNoData, labelProbed atomic.Bool
+	rootNode                   *node
+	closeOnce                  sync.Once
 	// open holds the open files and directory handles (*file,
 	// *dirHandle): an unmount drops the RELEASEs still queued in the
 	// kernel, and close then closes their lower descriptors, so that an

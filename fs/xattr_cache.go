@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 )
 
 // Negative xattr cache. The kernel caches no xattr of a FUSE inode but its
@@ -42,11 +43,6 @@ const (
 	xattrBitSELinux    = 1 << 1
 	xattrBitACLAccess  = 1 << 2
 	xattrBitACLDefault = 1 << 3
-	// xattrBitMade is not a name: it marks a node made by this daemon
-	// (CREATE, MKDIR, MKNOD) whose xattrs nobody has set or removed
-	// since, so that what LOWER answers for it holds for every entry
-	// the daemon makes (see selinuxNoData).
-	xattrBitMade = 1 << 31
 )
 
 // knownXattr returns the bit of name, 0 for a name not remembered.
@@ -99,17 +95,15 @@ func (n *node) cachedXattr(attr string) uint64 {
 // newEntryXattrs is what is certain of the xattrs of an entry of type
 // mode (S_IFMT bits) that the daemon has just made in directory parent:
 // no security.capability (only a SETXATTR gives one) once LOWER has shown
-// that it answers ENODATA for it; no security.selinux once LOWER has
-// answered ENODATA for an entry the daemon made (SELinux labels every
-// file as it is made: either every new entry has a security.selinux or
-// none has); and no ACLs when the
+// that it answers ENODATA for it; no security.selinux when the first entry
+// it made had none (probeLabel); and no ACLs when the
 // parent is known to have no default ACL (the lower filesystem gives a
 // new entry ACLs from its parent's default ACL only).
 func (r *root) newEntryXattrs(parent *node, mode uint32) uint64 {
 	if !r.xattrCache {
 		return 0
 	}
-	bits := uint64(xattrBitMade)
+	var bits uint64
 	if r.capNoData.Load() {
 		bits |= xattrBitCapability
 	}
@@ -123,6 +117,25 @@ func (r *root) newEntryXattrs(parent *node, mode uint32) uint64 {
 		}
 	}
 	return bits
+}
+
+// probeLabel learns, from the first entry the daemon makes on this
+// mount (e, just made on the mount's side), whether the entries it makes
+// get a security.selinux: SELinux labels every file, directory and
+// symlink as it is made, so either every new entry has one or none has.
+// ls -l asks for it of every file; without this, each file made through
+// the mount cost a lookup in LOWER at its first listing. One system call
+// per mount.
+func (r *root) probeLabel(a *acct, e entry) {
+	if !r.xattrCache || !r.labelProbed.CompareAndSwap(false, true) {
+		return
+	}
+	t0 := a.now()
+	_, err := unix.Lgetxattr(procFd(e.dir)+"/"+e.name, "security.selinux", nil)
+	a.lowerSince(t0)
+	if err == unix.ENODATA {
+		r.selinuxNoData.Store(true)
+	}
 }
 
 // madeEntry sets what the new node ch, an entry of type mode just made in

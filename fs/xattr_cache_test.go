@@ -142,59 +142,54 @@ func TestXattrCacheAnswers(t *testing.T) {
 	}
 }
 
-// TestXattrCacheLabelsLearnedFromMadeEntries: that new entries have no
-// security.selinux is learned only from an entry the daemon made and
-// nobody changed since. The root directory was not made by this daemon:
-// its lack of a label says nothing of the entries made later, whose
-// labels must still be asked of LOWER; once a made entry showed none,
-// they are not.
-func TestXattrCacheLabelsLearnedFromMadeEntries(t *testing.T) {
-	v := diffVariants[0]
-	tm := newVolume(t, v)
-	rec := measure.NewRecorder("test")
-	tm.mount(t, func(o *Options) { o.Recorder = rec })
-	lowerNs := func() int64 {
-		for _, s := range rec.Snapshot().Ops {
-			if s.Op == "getxattr" {
-				return s.LowerNs
+// TestXattrCacheLabelProbe: whether the entries the daemon makes get a
+// security.selinux is learned once, from the first entry it makes
+// (probeLabel). The root directory, not made by the daemon, is asked of
+// LOWER; the first file made is known at once to have none, and so is
+// every entry made after it (a file, a directory), until its xattrs are
+// changed (a REMOVEXATTR, even one that fails, forgets what the node
+// knew). With shared storage, every call goes to LOWER.
+func TestXattrCacheLabelProbe(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own", true: "shared"}[shared], func(t *testing.T) {
+			tm := newVolume(t, diffVariants[0])
+			rec := measure.NewRecorder("test")
+			tm.mount(t, func(o *Options) { o.Recorder = rec; o.SharedStorage = shared })
+			lowerNs := func() int64 {
+				for _, s := range rec.Snapshot().Ops {
+					if s.Op == "getxattr" {
+						return s.LowerNs
+					}
+				}
+				return 0
 			}
-		}
-		return 0
-	}
-	ask := func(p string) {
-		t.Helper()
-		if _, err := unix.Lgetxattr(p, "security.selinux", make([]byte, 64)); err != unix.ENODATA {
-			t.Fatalf("getxattr %s security.selinux: %v, want ENODATA", p, err)
-		}
-	}
-	ask(tm.mnt) // not made by the daemon
-	// The first ask of a new entry's label goes to LOWER: nothing
-	// made by the daemon has shown its lack of one yet.
-	f := filepath.Join(tm.mnt, "f")
-	must(t, os.WriteFile(f, []byte("x"), 0644))
-	before := lowerNs()
-	ask(f)
-	if lowerNs() == before {
-		t.Fatalf("the label of a new file was not asked of LOWER, though only the root (not made by the daemon) had shown none")
-	}
-	// An entry whose xattrs were changed is not as made: a removal
-	// teaches nothing either (here: of a label it never had).
-	g := filepath.Join(tm.mnt, "g")
-	must(t, os.WriteFile(g, []byte("x"), 0644))
-	_ = unix.Lremovexattr(g, "user.none")
-	before = lowerNs()
-	ask(g)
-	// f showed that made entries have none: g was made after f's
-	// answer but its removexattr made it unknown, so LOWER is asked;
-	// a third file is known at once.
-	if lowerNs() == before {
-		t.Fatalf("the label of a file whose xattrs were changed was answered from memory")
-	}
-	k := filepath.Join(tm.mnt, "k")
-	must(t, os.WriteFile(k, []byte("x"), 0644))
-	before = lowerNs()
-	ask(k)
-	if lowerNs() != before {
-		t.Fatalf("the label of a file made after a made file showed none was asked of LOWER")
+			// asked reports whether asking p's label reached LOWER.
+			asked := func(p string) bool {
+				t.Helper()
+				before := lowerNs()
+				if _, err := unix.Lgetxattr(p, "security.selinux", make([]byte, 64)); err != unix.ENODATA {
+					t.Fatalf("getxattr %s security.selinux: %v, want ENODATA", p, err)
+				}
+				return lowerNs() != before
+			}
+			if !asked(tm.mnt) {
+				t.Errorf("the root's label was answered from memory")
+			}
+			f := filepath.Join(tm.mnt, "f")
+			must(t, os.WriteFile(f, []byte("x"), 0644))
+			d := filepath.Join(tm.mnt, "d")
+			must(t, os.Mkdir(d, 0755))
+			g := filepath.Join(d, "g")
+			must(t, os.WriteFile(g, []byte("x"), 0644))
+			for _, p := range []string{f, d, g} {
+				if got := asked(p); got != shared {
+					t.Errorf("label of new entry %s asked of LOWER: %v, want %v", p, got, shared)
+				}
+			}
+			_ = unix.Lremovexattr(g, "user.none")
+			if !asked(g) {
+				t.Errorf("after a removexattr, the label of %s was answered from memory", g)
+			}
+		})
 	}
 }
