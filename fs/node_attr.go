@@ -20,7 +20,21 @@ var (
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpLookup, n, name)
-	defer func() { o.end(errno) }()
+	defer func() {
+		if errno == 0 {
+			// The kernel gets the entry's attributes: for the node
+			// returned or, should go-fuse keep the one it holds for
+			// the inode, for that one.
+			for _, c := range []*fs.Inode{ch, n.GetChild(name)} {
+				if c != nil {
+					if cn, ok := c.Operations().(*node); ok {
+						cn.attrsSent()
+					}
+				}
+			}
+		}
+		o.end(errno)
+	}()
 	m := n.r.main
 	e, errno := m.childAt(&o.a, n, name)
 	if errno != 0 {
@@ -72,7 +86,12 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
 	o := n.r.begin(measure.OpGetattr, n)
-	defer func() { o.end(errno) }()
+	defer func() {
+		if errno == 0 {
+			n.attrsSent()
+		}
+		o.end(errno)
+	}()
 	fh := asFile(f)
 	get := func(s *side, a *acct, fd int, st *syscall.Stat_t) syscall.Errno {
 		if fd >= 0 {

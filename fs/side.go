@@ -122,6 +122,37 @@ type nodeExtra struct {
 	// same way once it is removed (an open of /proc/PID/fd/N of a
 	// removed directory).
 	dirs []*dirHandle
+
+	// atimeStale is set when a READ of the file or a READDIR of the
+	// directory was served: the kernel then marks its cached atime of
+	// the inode stale (fuse_invalidate_atime) and its next stat asks
+	// GETATTR, though the entry itself is fresh. A READDIRPLUS of the
+	// parent sends such a child in full instead of skipping it
+	// (dirHandle.Lookup), which refreshes the kernel's attributes and
+	// spares that GETATTR (rm -rf or find of files just read); a
+	// LOOKUP or GETATTR answered clears it. Only ever a round trip, never
+	// an answer, depends on it.
+	atimeStale atomic.Bool
+}
+
+// readServed notes a READ or READDIR served for n (see atimeStale).
+func (n *node) readServed() {
+	if x := n.extra(); !x.atimeStale.Load() {
+		x.atimeStale.Store(true)
+	}
+}
+
+// attrsSent notes that the kernel got n's attributes (see atimeStale).
+func (n *node) attrsSent() {
+	if x := n.x.Load(); x != nil && x.atimeStale.Load() {
+		x.atimeStale.Store(false)
+	}
+}
+
+// kernelAtimeStale reports whether the kernel's atime of n is stale.
+func (n *node) kernelAtimeStale() bool {
+	x := n.x.Load()
+	return x != nil && x.atimeStale.Load()
 }
 
 // extra returns the node's nodeExtra, made at the first call; it stays
