@@ -60,6 +60,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 			return nil, errno
 		}
 		d.ds = ds
+		d.n.readServed()
 		d.started = time.Now().UnixNano()
 		d.known, d.skipped, d.looked = d.n.listing(d.started), false, false
 	}
@@ -118,7 +119,8 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 // Lookup answers for each entry of a READDIRPLUS. An entry the kernel
-// already holds, fresh, is sent without a lookup (node ID 0: the kernel
+// already holds, fresh, is sent without a lookup (unless its atime is
+// stale in the kernel: see nodeExtra.atimeStale) (node ID 0: the kernel
 // keeps what it has, fuse_direntplus_link), as a plain READDIR would:
 // a warm ls -l then costs no lstat and no new node per file in the
 // daemon, and the kernel keeps the entry's cached ACLs, which a
@@ -127,9 +129,13 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 // of a tree not seen yet) still gets every entry's attributes in one
 // round trip.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if d.known && d.n.GetChild(name) != nil {
-		d.skipped = true
-		return nil, syscall.EEXIST
+	if d.known {
+		if ch := d.n.GetChild(name); ch != nil {
+			if cn, ok := ch.Operations().(*node); !ok || !cn.kernelAtimeStale() {
+				d.skipped = true
+				return nil, syscall.EEXIST
+			}
+		}
 	}
 	d.looked = true
 	return d.n.Lookup(ctx, name, out)

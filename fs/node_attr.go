@@ -20,7 +20,21 @@ var (
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r.beginNamed(measure.OpLookup, n, name)
-	defer func() { o.end(errno) }()
+	defer func() {
+		if errno == 0 {
+			// The kernel gets the entry's attributes: for the node
+			// returned or, should go-fuse keep the one it holds for
+			// the inode, for that one.
+			for _, c := range []*fs.Inode{ch, n.GetChild(name)} {
+				if c != nil {
+					if cn, ok := c.Operations().(*node); ok {
+						cn.attrsSent()
+					}
+				}
+			}
+		}
+		o.end(errno)
+	}()
 	m := n.r.main
 	e, errno := m.childAt(&o.a, n, name)
 	if errno != 0 {
@@ -72,7 +86,12 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
 	o := n.r.begin(measure.OpGetattr, n)
-	defer func() { o.end(errno) }()
+	defer func() {
+		if errno == 0 {
+			n.attrsSent()
+		}
+		o.end(errno)
+	}()
 	fh := asFile(f)
 	get := func(s *side, a *acct, fd int, st *syscall.Stat_t) syscall.Errno {
 		if fd >= 0 {
@@ -460,4 +479,31 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 	}
 	o.mirror(n.r, fsyncDir)
 	return errno
+}
+
+var _ = (fs.NodeAccesser)((*node)(nil))
+
+// Access answers access(2) and chdir(2), which the kernel asks of the
+// daemon only on a root-private mount (without default_permissions): as
+// natively for root, everything is allowed but X_OK of a file without an
+// execute bit. (A read-only mount refuses W_OK before asking.)
+func (n *node) Access(ctx context.Context, mask uint32) (errno syscall.Errno) {
+	o := n.r.begin(measure.OpAccess, n)
+	defer func() { o.end(errno) }()
+	if mask&unix.X_OK == 0 {
+		return 0
+	}
+	var st syscall.Stat_t
+	e, errno := n.r.main.entryOf(&o.a, n)
+	if errno != 0 {
+		return errno
+	}
+	defer n.r.main.done(e)
+	if err := o.a.lstat(e, &st); err != nil {
+		return toErrno(err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Mode&0111 == 0 {
+		return syscall.EACCES
+	}
+	return 0
 }

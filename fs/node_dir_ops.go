@@ -126,6 +126,7 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 		return nil, "", toErrno(err)
 	}
 	m.learnLink(&o.a, e, &st)
+	n.r.probeLabel(&o.a, e)
 	m.fillAttr(&st, &out.Attr)
 	ch := n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(&st, gen))
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {

@@ -233,6 +233,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 		return toErrno(err)
 	}
 	errno = remove(n.r.main, &o.a)
+	// Whether or not it took, what the node knew is forgotten (as
+	// after a SETXATTR).
+	n.xattrNone.reset(0)
 	o.mirror(n.r, remove)
 	return errno
 }

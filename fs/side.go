@@ -50,6 +50,16 @@ type root struct {
 	rec  *measure.Recorder
 	// kernelPassthrough hands open files to the kernel (twin only).
 	kernelPassthrough bool
+	// rootPrivate: the daemon runs as root and only root may use the
+	// mount (no allow_other). Root passes every permission check but
+	// one (execute or search needs an x bit somewhere in the mode), so
+	// the kernel is not asked to check against the modes and ACLs
+	// (default_permissions, FUSE_POSIX_ACL): it would ask GETATTR of a
+	// directory after each change in it before the next, one round trip
+	// per file created or removed (create 5 -> 4 requests, unlink 2 -> 1).
+	// The one check left is the kernel's for exec and the daemon's for
+	// access(2) (Access). ACLs are stored and shown all the same.
+	rootPrivate bool
 	// xattrCache lets nodes remember which well-known xattrs their
 	// lower object lacks (see xattrAbsent): off with SharedStorage,
 	// where others may set them in LOWER, and in mirror mode, where
@@ -63,8 +73,11 @@ type root struct {
 	// capNoData is set once LOWER answered ENODATA for a
 	// security.capability (see newEntryXattrs).
 	capNoData atomic.Bool
-	rootNode  *node
-	closeOnce sync.Once
+	// selinuxNoData is set when the first entry this daemon made had
+	// no security.selinux (probeLabel, once: labelProbed).
+	selinuxNoData, labelProbed atomic.Bool
+	rootNode                   *node
+	closeOnce                  sync.Once
 	// open holds the open files and directory handles (*file,
 	// *dirHandle): an unmount drops the RELEASEs still queued in the
 	// kernel, and close then closes their lower descriptors, so that an
@@ -119,6 +132,37 @@ type nodeExtra struct {
 	// same way once it is removed (an open of /proc/PID/fd/N of a
 	// removed directory).
 	dirs []*dirHandle
+
+	// atimeStale is set when a READ of the file or a READDIR of the
+	// directory was served: the kernel then marks its cached atime of
+	// the inode stale (fuse_invalidate_atime) and its next stat asks
+	// GETATTR, though the entry itself is fresh. A READDIRPLUS of the
+	// parent sends such a child in full instead of skipping it
+	// (dirHandle.Lookup), which refreshes the kernel's attributes and
+	// spares that GETATTR (rm -rf or find of files just read); a
+	// LOOKUP or GETATTR answered clears it. Only ever a round trip, never
+	// an answer, depends on it.
+	atimeStale atomic.Bool
+}
+
+// readServed notes a READ or READDIR served for n (see atimeStale).
+func (n *node) readServed() {
+	if x := n.extra(); !x.atimeStale.Load() {
+		x.atimeStale.Store(true)
+	}
+}
+
+// attrsSent notes that the kernel got n's attributes (see atimeStale).
+func (n *node) attrsSent() {
+	if x := n.x.Load(); x != nil && x.atimeStale.Load() {
+		x.atimeStale.Store(false)
+	}
+}
+
+// kernelAtimeStale reports whether the kernel's atime of n is stale.
+func (n *node) kernelAtimeStale() bool {
+	x := n.x.Load()
+	return x != nil && x.atimeStale.Load()
 }
 
 // extra returns the node's nodeExtra, made at the first call; it stays

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 )
 
 // Negative xattr cache. The kernel caches no xattr of a FUSE inode but its
@@ -39,6 +40,7 @@ var knownXattrs = [...]string{
 
 const (
 	xattrBitCapability = 1 << 0
+	xattrBitSELinux    = 1 << 1
 	xattrBitACLAccess  = 1 << 2
 	xattrBitACLDefault = 1 << 3
 )
@@ -93,9 +95,10 @@ func (n *node) cachedXattr(attr string) uint64 {
 // newEntryXattrs is what is certain of the xattrs of an entry of type
 // mode (S_IFMT bits) that the daemon has just made in directory parent:
 // no security.capability (only a SETXATTR gives one) once LOWER has shown
-// that it answers ENODATA for it, and no ACLs when the parent is known to
-// have no default ACL (the lower filesystem gives a new entry ACLs from
-// its parent's default ACL only).
+// that it answers ENODATA for it; no security.selinux when the first entry
+// it made had none (probeLabel); and no ACLs when the
+// parent is known to have no default ACL (the lower filesystem gives a
+// new entry ACLs from its parent's default ACL only).
 func (r *root) newEntryXattrs(parent *node, mode uint32) uint64 {
 	if !r.xattrCache {
 		return 0
@@ -104,6 +107,9 @@ func (r *root) newEntryXattrs(parent *node, mode uint32) uint64 {
 	if r.capNoData.Load() {
 		bits |= xattrBitCapability
 	}
+	if r.selinuxNoData.Load() {
+		bits |= xattrBitSELinux
+	}
 	if parent.xattrNone.absent(xattrBitACLDefault) {
 		bits |= xattrBitACLAccess
 		if mode&syscall.S_IFMT == syscall.S_IFDIR {
@@ -111,6 +117,25 @@ func (r *root) newEntryXattrs(parent *node, mode uint32) uint64 {
 		}
 	}
 	return bits
+}
+
+// probeLabel learns, from the first entry the daemon makes on this
+// mount (e, just made on the mount's side), whether the entries it makes
+// get a security.selinux: SELinux labels every file, directory and
+// symlink as it is made, so either every new entry has one or none has.
+// ls -l asks for it of every file; without this, each file made through
+// the mount cost a lookup in LOWER at its first listing. One system call
+// per mount.
+func (r *root) probeLabel(a *acct, e entry) {
+	if !r.xattrCache || !r.labelProbed.CompareAndSwap(false, true) {
+		return
+	}
+	t0 := a.now()
+	_, err := unix.Lgetxattr(procFd(e.dir)+"/"+e.name, "security.selinux", nil)
+	a.lowerSince(t0)
+	if err == unix.ENODATA {
+		r.selinuxNoData.Store(true)
+	}
 }
 
 // madeEntry sets what the new node ch, an entry of type mode just made in

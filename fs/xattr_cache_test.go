@@ -115,14 +115,20 @@ func TestXattrCacheAnswers(t *testing.T) {
 				g := filepath.Join(tm.mnt, "g")
 				must(t, os.WriteFile(g, []byte("x"), 0644))
 				ask(g, "security.capability", 5)
+				// f was made by the daemon and has no label: nor has any
+				// entry it makes (no labelling security module).
+				ask(g, "security.selinux", 5)
+				h := filepath.Join(tm.mnt, "h")
+				must(t, os.Mkdir(h, 0755))
+				ask(h, "security.selinux", 5)
 				// A new file in a directory without a default ACL has no
 				// access ACL (the kernel asks once, then caches it).
 				ask(g, "system.posix_acl_access", 1)
 				after := getxattr()
 				// (The kernel asks for g's security.capability at its
 				// first write too.)
-				if after.Count-before.Count < 25 {
-					t.Fatalf("%d GETXATTR reached the daemon, want at least 25", after.Count-before.Count)
+				if after.Count-before.Count < 35 {
+					t.Fatalf("%d GETXATTR reached the daemon, want at least 35", after.Count-before.Count)
 				}
 				lowerCalls := after.LowerNs != before.LowerNs
 				if !shared && lowerCalls {
@@ -133,5 +139,57 @@ func TestXattrCacheAnswers(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestXattrCacheLabelProbe: whether the entries the daemon makes get a
+// security.selinux is learned once, from the first entry it makes
+// (probeLabel). The root directory, not made by the daemon, is asked of
+// LOWER; the first file made is known at once to have none, and so is
+// every entry made after it (a file, a directory), until its xattrs are
+// changed (a REMOVEXATTR, even one that fails, forgets what the node
+// knew). With shared storage, every call goes to LOWER.
+func TestXattrCacheLabelProbe(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own", true: "shared"}[shared], func(t *testing.T) {
+			tm := newVolume(t, diffVariants[0])
+			rec := measure.NewRecorder("test")
+			tm.mount(t, func(o *Options) { o.Recorder = rec; o.SharedStorage = shared })
+			lowerNs := func() int64 {
+				for _, s := range rec.Snapshot().Ops {
+					if s.Op == "getxattr" {
+						return s.LowerNs
+					}
+				}
+				return 0
+			}
+			// asked reports whether asking p's label reached LOWER.
+			asked := func(p string) bool {
+				t.Helper()
+				before := lowerNs()
+				if _, err := unix.Lgetxattr(p, "security.selinux", make([]byte, 64)); err != unix.ENODATA {
+					t.Fatalf("getxattr %s security.selinux: %v, want ENODATA", p, err)
+				}
+				return lowerNs() != before
+			}
+			if !asked(tm.mnt) {
+				t.Errorf("the root's label was answered from memory")
+			}
+			f := filepath.Join(tm.mnt, "f")
+			must(t, os.WriteFile(f, []byte("x"), 0644))
+			d := filepath.Join(tm.mnt, "d")
+			must(t, os.Mkdir(d, 0755))
+			g := filepath.Join(d, "g")
+			must(t, os.WriteFile(g, []byte("x"), 0644))
+			for _, p := range []string{f, d, g} {
+				if got := asked(p); got != shared {
+					t.Errorf("label of new entry %s asked of LOWER: %v, want %v", p, got, shared)
+				}
+			}
+			_ = unix.Lremovexattr(g, "user.none")
+			if !asked(g) {
+				t.Errorf("after a removexattr, the label of %s was answered from memory", g)
+			}
+		})
 	}
 }
