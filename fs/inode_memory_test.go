@@ -118,7 +118,7 @@ func TestNodesFollowForget(t *testing.T) {
 // nodeCensus counts the nodes of r reachable from its root (each once,
 // hard links included) and the per-node caches they hold.
 type nodeCensus struct {
-	nodes, dirIVs, lowerNames, extras, files, dirHandles int
+	nodes, dirStates, dirIVs, lowerNames, extras, files, dirHandles int
 }
 
 func (r *root) census() nodeCensus {
@@ -134,8 +134,11 @@ func (r *root) census() nodeCensus {
 		seen[in] = true
 		c.nodes++
 		if n, ok := in.Operations().(*node); ok {
-			if b := n.iv.Load(); b != nil && b.iv != nil {
-				c.dirIVs++
+			if d := n.d.Load(); d != nil {
+				c.dirStates++
+				if b := d.iv.Load(); b != nil && b.iv != nil {
+					c.dirIVs++
+				}
 			}
 			if n.lower.Load() != nil {
 				c.lowerNames++
@@ -157,7 +160,7 @@ func (r *root) census() nodeCensus {
 
 // nodeBytesMax bounds the size of a node, inodeBytesMax the daemon's heap
 // per cached inode (go-fuse's part included; maps grow by steps).
-const nodeBytesMax, inodeBytesMax = 176, 600
+const nodeBytesMax, inodeBytesMax = 160, 600
 
 // liveHeap is the bytes of the heap in use after a full collection.
 func liveHeap() uint64 {

@@ -79,12 +79,13 @@ type root struct {
 //
 // The daemon keeps a node for every inode the kernel has cached (until
 // its FORGET), so a walk of a big tree (find, ls -lR, du) makes them by
-// the hundred thousand, most never opened: a node is kept small (176
-// bytes with go-fuse's Inode, one size class), and what only open files
-// and directories need is in nodeExtra, made at the first need.
+// the hundred thousand, most never opened: a node is kept small (160
+// bytes with go-fuse's Inode, 128 of them: a size class of its own), what
+// only directories need is in dirState and what only open files need in
+// nodeExtra, each made at the first need, and the mount is found through
+// go-fuse's root (r) rather than a pointer in every node.
 type node struct {
 	fs.Inode
-	r *root
 
 	// lower caches the node's lower name (see nodeName).
 	lower atomic.Pointer[lowerCache]
@@ -92,17 +93,44 @@ type node struct {
 	// xattrNone remembers which well-known xattrs the lower object is
 	// known to lack (see xattrAbsent).
 	xattrNone xattrAbsent
-	// listed is when the kernel last got every entry of this directory
-	// with its attributes (a READDIRPLUS that looked each one up; see
-	// listing), in Unix nanoseconds.
-	listed atomic.Int64
 
-	// iv caches the directory IV of a directory node (see dirIV).
-	iv atomic.Pointer[dirIVBox]
+	// d is the state of a directory node, nil before its first use (see
+	// dir); the root node's is made with the node and holds the mount
+	// (see r).
+	d atomic.Pointer[dirState]
 
 	// x is the state of an opened node, nil before (see extra).
 	x atomic.Pointer[nodeExtra]
 }
+
+// dirState is what a directory node caches.
+type dirState struct {
+	// iv caches the directory IV (see dirIV).
+	iv atomic.Pointer[dirIVBox]
+	// listed is when the kernel last got every entry of this directory
+	// with its attributes (a READDIRPLUS that looked each one up; see
+	// listing), in Unix nanoseconds.
+	listed atomic.Int64
+	// r is the mount, in the root node's dirState only.
+	r *root
+}
+
+// dir returns the node's dirState, made at the first call; it stays
+// until the node is forgotten.
+func (n *node) dir() *dirState {
+	if d := n.d.Load(); d != nil {
+		return d
+	}
+	d := new(dirState)
+	if n.d.CompareAndSwap(nil, d) {
+		return d
+	}
+	return n.d.Load()
+}
+
+// r returns the mount of node n, which go-fuse has made (NewInode; the
+// root node at NewNodeFS).
+func (n *node) r() *root { return n.Root().Operations().(*node).d.Load().r }
 
 // nodeExtra is what a node needs once it is opened (or truncated).
 type nodeExtra struct {
@@ -134,7 +162,7 @@ func (n *node) extra() *nodeExtra {
 	return n.x.Load()
 }
 
-func (n *node) isRoot() bool { return n == n.r.rootNode }
+func (n *node) isRoot() bool { return n.IsRoot() }
 
 func (n *node) ino() uint64 { return n.StableAttr().Ino }
 
@@ -186,7 +214,7 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 	}
 	// A strings.Builder only appends: what String returned stays valid.
 	var b strings.Builder
-	pn := n.r.rootNode
+	pn := n.r().rootNode
 	for i := len(up) - 1; i >= 0; i-- {
 		lower, errno := s.nodeName(pn, up[i].n, b.String(), up[i].name)
 		if errno != 0 {
@@ -658,15 +686,16 @@ type dirIVBox struct{ iv []byte }
 // side has directory IVs, so the cache lives in the node. An IV read
 // while the cache was emptied (forgetDirIV) is returned but not kept.
 func (n *node) dirIV(a *acct, t transform, d dirLoc) ([]byte, syscall.Errno) {
-	b := n.iv.Load()
+	ds := n.dir()
+	b := ds.iv.Load()
 	if b != nil && b.iv != nil {
 		return b.iv, 0
 	}
 	iv, errno := t.readDirIV(a, d)
-	if errno == 0 && !n.iv.CompareAndSwap(b, &dirIVBox{iv}) {
+	if errno == 0 && !ds.iv.CompareAndSwap(b, &dirIVBox{iv}) {
 		// Another reader was first (keep one slice: lowerCache compares
 		// IVs by identity), or the cache was emptied meanwhile.
-		if b := n.iv.Load(); b != nil && b.iv != nil {
+		if b := ds.iv.Load(); b != nil && b.iv != nil {
 			return b.iv, 0
 		}
 	}
@@ -675,9 +704,16 @@ func (n *node) dirIV(a *acct, t transform, d dirLoc) ([]byte, syscall.Errno) {
 
 // forgetDirIV empties n's directory IV cache; a read of the IV that
 // started before does not fill it.
-func (n *node) forgetDirIV() { n.iv.Store(&dirIVBox{}) }
+func (n *node) forgetDirIV() { n.dir().iv.Store(&dirIVBox{}) }
 
-func (r *root) newNode() *node { return &node{r: r} }
+func newNode() *node { return new(node) }
+
+// newRootNode makes the root node of mount r.
+func (r *root) newRootNode() *node {
+	n := newNode()
+	n.d.Store(&dirState{r: r})
+	return n
+}
 
 // stableAttr composes an inode number from the lower inode and device the
 // way go-fuse's loopback does, so that hard links share one node. The
@@ -705,10 +741,10 @@ func (r *root) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 // is checked (the nodes know its inodes, not the mirror's), and not the
 // root, which is the root descriptor itself.
 func (n *node) sameLower(s *side, rel string, st *syscall.Stat_t) syscall.Errno {
-	if s != n.r.main || n.isRoot() || n.r.stableAttr(st, 0).Ino == n.ino() {
+	if s != n.r().main || n.isRoot() || n.r().stableAttr(st, 0).Ino == n.ino() {
 		return 0
 	}
-	n.r.log.Warn().Str("lower", s.show(rel)).Uint64("lowerIno", st.Ino).
+	n.r().log.Warn().Str("lower", s.show(rel)).Uint64("lowerIno", st.Ino).
 		Msg("the lower object is not the inode the kernel knows under this name (replaced in LOWER): ESTALE")
 	return syscall.ESTALE
 }
