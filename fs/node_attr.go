@@ -99,7 +99,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		// after a write, and twice around a chown): fstat of an open
 		// file of the node, the very inode, rather than a walk to its
 		// name. Under filesMu: Release closes the descriptor only after.
-		if x := n.x.Load(); x != nil {
+		if x := n.opened(); x != nil {
 			x.filesMu.Lock()
 			if len(x.files) > 0 {
 				fh = x.files[0]
@@ -151,7 +151,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		// the caller holds the file open (fchmod, fchown: tar x, for
 		// every file): through an open file of the node, the very
 		// inode, rather than its path.
-		if x := n.x.Load(); x != nil {
+		if x := n.opened(); x != nil {
 			x.filesMu.Lock()
 			if len(x.files) > 0 {
 				// Under filesMu: Release closes the descriptor only after.

@@ -203,7 +203,7 @@ func (n *node) unlinked() bool {
 // reopens a deleted file natively, and how the kernel's own requests on
 // such a file (an ACL check at that open, an xattr call) are served.
 func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
-	x := n.x.Load()
+	x := n.opened()
 	if x == nil {
 		return -1, syscall.ENOENT // never opened
 	}

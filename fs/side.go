@@ -87,20 +87,58 @@ type root struct {
 type node struct {
 	fs.Inode
 
-	// lower caches the node's lower name (see nodeName).
-	lower atomic.Pointer[lowerCache]
-
 	// xattrNone remembers which well-known xattrs the lower object is
-	// known to lack (see xattrAbsent).
+	// known to lack (see xattrAbsent). It is in the node itself: ls -l
+	// asks for ACLs of every entry.
 	xattrNone xattrAbsent
 
-	// d is the state of a directory node, nil before its first use (see
-	// dir); the root node's is made with the node and holds the mount
+	// m is what only some nodes need, nil before the first need (see
+	// more); the root node's is made with the node and holds the mount
 	// (see r).
-	d atomic.Pointer[dirState]
+	m atomic.Pointer[nodeMore]
+}
 
+// nodeMore is what a node holds beyond go-fuse's Inode and xattrNone,
+// made at the first need: a node only looked up (find, du, a stat of
+// every file) has none, and its number of nodes is that of the
+// directories, the nodes opened and those whose lower name was asked for.
+type nodeMore struct {
+	// lower caches the node's lower name (see nodeName).
+	lower atomic.Pointer[lowerCache]
+	// d is the state of a directory node, nil before its first use (see
+	// dir).
+	d atomic.Pointer[dirState]
 	// x is the state of an opened node, nil before (see extra).
 	x atomic.Pointer[nodeExtra]
+}
+
+// more returns the node's nodeMore, made at the first call; it stays
+// until the node is forgotten.
+func (n *node) more() *nodeMore {
+	if m := n.m.Load(); m != nil {
+		return m
+	}
+	m := new(nodeMore)
+	if n.m.CompareAndSwap(nil, m) {
+		return m
+	}
+	return n.m.Load()
+}
+
+// cachedLower returns the node's cached lower name, nil if none.
+func (n *node) cachedLower() *lowerCache {
+	if m := n.m.Load(); m != nil {
+		return m.lower.Load()
+	}
+	return nil
+}
+
+// opened returns the node's nodeExtra, nil if it was never made.
+func (n *node) opened() *nodeExtra {
+	if m := n.m.Load(); m != nil {
+		return m.x.Load()
+	}
+	return nil
 }
 
 // dirState is what a directory node caches.
@@ -118,19 +156,20 @@ type dirState struct {
 // dir returns the node's dirState, made at the first call; it stays
 // until the node is forgotten.
 func (n *node) dir() *dirState {
-	if d := n.d.Load(); d != nil {
+	m := n.more()
+	if d := m.d.Load(); d != nil {
 		return d
 	}
 	d := new(dirState)
-	if n.d.CompareAndSwap(nil, d) {
+	if m.d.CompareAndSwap(nil, d) {
 		return d
 	}
-	return n.d.Load()
+	return m.d.Load()
 }
 
 // r returns the mount of node n, which go-fuse has made (NewInode; the
 // root node at NewNodeFS).
-func (n *node) r() *root { return n.Root().Operations().(*node).d.Load().r }
+func (n *node) r() *root { return n.Root().Operations().(*node).m.Load().d.Load().r }
 
 // nodeExtra is what a node needs once it is opened (or truncated).
 type nodeExtra struct {
@@ -152,14 +191,15 @@ type nodeExtra struct {
 // extra returns the node's nodeExtra, made at the first call; it stays
 // until the node is forgotten.
 func (n *node) extra() *nodeExtra {
-	if x := n.x.Load(); x != nil {
+	m := n.more()
+	if x := m.x.Load(); x != nil {
 		return x
 	}
 	x := new(nodeExtra)
-	if n.x.CompareAndSwap(nil, x) {
+	if m.x.CompareAndSwap(nil, x) {
 		return x
 	}
-	return n.x.Load()
+	return m.x.Load()
 }
 
 func (n *node) isRoot() bool { return n.IsRoot() }
@@ -234,14 +274,14 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 type lowerCache struct {
 	dir   *node
 	name  string
-	iv    []byte // the parent's IV slice (compared by identity)
+	iv    *byte // the first byte of the parent's IV slice (compared by identity)
 	lower string
 }
 
 // valid reports whether c was computed for the entry name of dir under
 // dir's current IV iv.
 func (c *lowerCache) valid(dir *node, name string, iv []byte) bool {
-	return c != nil && c.dir == dir && c.name == name && len(iv) > 0 && len(c.iv) > 0 && &c.iv[0] == &iv[0]
+	return c != nil && c.dir == dir && c.name == name && len(iv) > 0 && c.iv == &iv[0]
 }
 
 // nodeName returns the lower name of node n, the entry name of directory
@@ -261,14 +301,16 @@ func (s *side) nodeName(pn, n *node, dirRel, name string) (string, syscall.Errno
 	if errno != 0 {
 		return "", errno
 	}
-	if c := n.lower.Load(); c.valid(pn, name, iv) {
+	if c := n.cachedLower(); c.valid(pn, name, iv) {
 		return c.lower, 0
 	}
 	lower, _, errno := s.t.lowerName(untimed, pn, d, name)
 	if errno != 0 {
 		return "", errno
 	}
-	n.lower.Store(&lowerCache{dir: pn, name: name, iv: iv, lower: lower})
+	if len(iv) > 0 {
+		n.more().lower.Store(&lowerCache{dir: pn, name: name, iv: &iv[0], lower: lower})
+	}
 	return lower, 0
 }
 
@@ -415,7 +457,7 @@ func (s *side) knownChild(n *node, fd int, rel, name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	c := cn.lower.Load()
+	c := cn.cachedLower()
 	if c == nil || names.IsLong(c.lower) {
 		return "", false
 	}
@@ -711,7 +753,7 @@ func newNode() *node { return new(node) }
 // newRootNode makes the root node of mount r.
 func (r *root) newRootNode() *node {
 	n := newNode()
-	n.d.Store(&dirState{r: r})
+	n.more().d.Store(&dirState{r: r})
 	return n
 }
 
