@@ -3,7 +3,10 @@
 # gocryptfs (if installed), each over its own tmpfs, N empty files are
 # created in one directory through the mount. Then, REPEATS times: the
 # mount is remounted (a fresh daemon, nothing cached), every file is
-# stat'ed by name (a LOOKUP and a cached inode each, no listing), then
+# stat'ed by name (a LOOKUP and a cached inode each, no listing) and held
+# by an O_PATH descriptor (which sends nothing to the daemon, but pins
+# the inode: other programs' drop_caches or memory pressure cannot make
+# the kernel forget part of the walk), the descriptors closed, then
 # `ls -l` lists the directory, then the kernel drops its dentries and
 # inodes (drop_caches=2: a FORGET for each); the daemon's VmRSS is read
 # before and after each step. Prints per target and repeat the RSS in MiB
@@ -14,9 +17,7 @@
 # every 1 % of growth, so that RSS follows the live heap (the files are
 # created with the default), and with GODEBUG=gctrace=1: the live heap
 # after the last collection before and after the walk, divided by N, is
-# the second figure, heap bytes per cached inode. Other programs' memory
-# pressure or drop_caches during a walk make the kernel forget some of it
-# and lower a figure: compare the repeats.
+# the second figure, heap bytes per cached inode.
 # OLD=BINARY adds the targets twin-old and crypt-xts-old served by another
 # twincrypt binary (a before/after comparison in one run); TARGETS="..."
 # picks targets.
@@ -44,6 +45,22 @@ cleanup() {
 	rm -rf "$W"
 }
 trap cleanup EXIT
+# hold N: in directory d, lstat and open O_PATH each file-%06d (1..N),
+# print "held", keep the descriptors until stdin closes.
+hold() {
+	python3 -c '
+import os, resource, sys
+n = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, n + 64))
+fds = []
+for i in range(1, n + 1):
+    p = "file-%06d" % i
+    os.lstat(p)
+    fds.append(os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC))
+print("held", flush=True)
+sys.stdin.read()
+' "$1"
+}
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; } # KiB
 live() { awk '/^gc / {split($11, a, "->"); m = a[3] + 0} END {print m + 0}' "$1"; } # MB live after the last GC
 mnt() { # target: mounts in the foreground, in the background of this shell
@@ -83,10 +100,13 @@ for t in $targets; do
 		sleep 1
 		r0=$(rss "$pid")
 		h0=$(live "$W/gc")
-		(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs stat -c %s >/dev/null)
+		coproc HOLD { cd "$W/$t.mnt/d" && hold "$N"; }
+		read -r _ <&"${HOLD[0]}"
 		sleep 1
 		r1=$(rss "$pid")
 		h1=$(live "$W/gc")
+		exec {HOLD[1]}>&-
+		wait "$HOLD_PID"
 		ls -l "$W/$t.mnt/d" >/dev/null
 		sleep 1
 		r2=$(rss "$pid")
