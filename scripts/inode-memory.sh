@@ -46,19 +46,38 @@ cleanup() {
 }
 trap cleanup EXIT
 # hold N: in directory d, lstat and open O_PATH each file-%06d (1..N),
-# print "held", keep the descriptors until stdin closes.
+# print "held", keep the descriptors until stdin closes (in processes of
+# at most 16,000 descriptors each: the hard limit may be low).
 hold() {
 	python3 -c '
 import os, resource, sys
-n = int(sys.argv[1])
-resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, n + 64))
-fds = []
-for i in range(1, n + 1):
-    p = "file-%06d" % i
-    os.lstat(p)
-    fds.append(os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC))
+n, per = int(sys.argv[1]), 16000
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if hard != resource.RLIM_INFINITY and hard < per + 64:
+    per = hard - 64
+r, w = os.pipe()
+kids = []
+for lo in range(1, n + 1, per):
+    pid = os.fork()
+    if pid == 0:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (per + 64, hard))
+        fds = []
+        for i in range(lo, min(lo + per, n + 1)):
+            p = "file-%06d" % i
+            os.lstat(p)
+            fds.append(os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC))
+        os.write(w, b"x")
+        sys.stdin.read()
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+for _ in kids:
+    if os.read(r, 1) != b"x":
+        sys.exit("hold: a helper failed")
 print("held", flush=True)
 sys.stdin.read()
+for pid in kids:
+    os.waitpid(pid, 0)
 ' "$1"
 }
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; } # KiB
