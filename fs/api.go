@@ -335,7 +335,7 @@ func newRoot(o Options) (*root, error) {
 		r.close()
 		return nil, err
 	}
-	r.rootNode = r.newNode()
+	r.rootNode = r.newRootNode()
 	return r, nil
 }
 

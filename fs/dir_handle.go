@@ -38,12 +38,12 @@ var (
 )
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	fd, _, errno := n.r.main.openNode(untimed, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
+	fd, _, errno := n.r().main.openNode(untimed, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
 	if errno != 0 {
 		return nil, 0, errno
 	}
 	d := &dirHandle{n: n, fd: fd}
-	n.r.open.Store(d, nil)
+	n.r().open.Store(d, nil)
 	x := n.extra()
 	x.filesMu.Lock()
 	x.dirs = append(x.dirs, d)
@@ -110,7 +110,7 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 		}
 	}
 	x.filesMu.Unlock()
-	d.n.r.open.Delete(d)
+	d.n.r().open.Delete(d)
 	syscall.Close(d.fd)
 }
 
@@ -149,10 +149,10 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 // Never with shared storage, where a READDIRPLUS is how changes made
 // behind the mount reach the kernel.
 func (n *node) listing(now int64) bool {
-	if n.r.sharedStorage {
+	if n.r().sharedStorage {
 		return false
 	}
-	if last := n.listed.Load(); last != 0 && now-last < int64(n.r.attrTTL/2) {
+	if last := n.dir().listed.Load(); last != 0 && now-last < int64(n.r().attrTTL/2) {
 		return true
 	}
 	n.listedAt(now)
@@ -161,9 +161,10 @@ func (n *node) listing(now int64) bool {
 
 // listedAt records a full listing of n begun at t.
 func (n *node) listedAt(t int64) {
+	d := n.dir()
 	for {
-		last := n.listed.Load()
-		if last >= t || n.listed.CompareAndSwap(last, t) {
+		last := d.listed.Load()
+		if last >= t || d.listed.CompareAndSwap(last, t) {
 			return
 		}
 	}

@@ -42,7 +42,7 @@ func (f *passthroughFile) PassthroughFd() (int, bool) { return f.fd, true }
 
 // twin runs fn on the mirror side's descriptor (mirror mode only).
 func (f *file) twin(o *opRun, fn func(s *side, a *acct, fd int) syscall.Errno) {
-	o.mirror(f.n.r, func(s *side, a *acct) syscall.Errno {
+	o.mirror(f.n.r(), func(s *side, a *acct) syscall.Errno {
 		if f.twinFd < 0 {
 			return syscall.EBADF
 		}
@@ -51,12 +51,12 @@ func (f *file) twin(o *opRun, fn func(s *side, a *acct, fd int) syscall.Errno) {
 }
 
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
-	o := f.n.r.begin(measure.OpRead, f.n)
+	o := f.n.r().begin(measure.OpRead, f.n)
 	defer func() { o.end(errno) }()
 	f.n.readServed()
 	st := &f.n.extra().io
 	st.mu.RLock()
-	n, errno := f.n.r.main.io.read(&o.a, st, f.fd, dest, off)
+	n, errno := f.n.r().main.io.read(&o.a, st, f.fd, dest, off)
 	st.mu.RUnlock()
 	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
 		p, buf := getBuf(len(dest))
@@ -75,11 +75,11 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadR
 }
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
-	o := f.n.r.begin(measure.OpWrite, f.n)
+	o := f.n.r().begin(measure.OpWrite, f.n)
 	defer func() { o.end(errno) }()
 	st := &f.n.extra().io
 	st.mu.Lock()
-	n, errno := f.n.r.main.io.write(&o.a, st, f.fd, data, off)
+	n, errno := f.n.r().main.io.write(&o.a, st, f.fd, data, off)
 	// The twin is written under the same lock, so both see the writes of
 	// concurrent writers in the same order.
 	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
@@ -92,7 +92,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (written uint3
 }
 
 func (f *file) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
-	o := f.n.r.begin(measure.OpFsync, f.n)
+	o := f.n.r().begin(measure.OpFsync, f.n)
 	defer func() { o.end(errno) }()
 	fsync := func(s *side, a *acct, fd int) syscall.Errno {
 		t0 := a.now()
@@ -111,7 +111,7 @@ func (f *file) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
 		}
 		return toErrno(err)
 	}
-	errno = fsync(f.n.r.main, &o.a, f.fd)
+	errno = fsync(f.n.r().main, &o.a, f.fd)
 	f.twin(&o, fsync)
 	return errno
 }
@@ -123,7 +123,7 @@ const fsyncFdatasync = 1
 // Closing a dup of the lower descriptor reports delayed write errors of
 // the lower filesystem (NFS, quota) to that close.
 func (f *file) Flush(ctx context.Context) (errno syscall.Errno) {
-	o := f.n.r.begin(measure.OpFlush, f.n)
+	o := f.n.r().begin(measure.OpFlush, f.n)
 	defer func() { o.end(errno) }()
 	flush := func(a *acct, fd int) syscall.Errno {
 		t0 := a.now()
@@ -147,7 +147,7 @@ func (f *file) Flush(ctx context.Context) (errno syscall.Errno) {
 }
 
 func (f *file) Release(ctx context.Context) (errno syscall.Errno) {
-	o := f.n.r.begin(measure.OpRelease, f.n)
+	o := f.n.r().begin(measure.OpRelease, f.n)
 	defer func() { o.end(errno) }()
 	release := func(a *acct, fd int) syscall.Errno {
 		t0 := a.now()
@@ -155,7 +155,7 @@ func (f *file) Release(ctx context.Context) (errno syscall.Errno) {
 		return toErrno(syscall.Close(fd))
 	}
 	f.n.forget(f)
-	f.n.r.open.Delete(f)
+	f.n.r().open.Delete(f)
 	errno = release(&o.a, f.fd)
 	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return release(a, fd) })
 	return errno
@@ -170,11 +170,11 @@ func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOu
 }
 
 func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (res uint64, errno syscall.Errno) {
-	o := f.n.r.begin(measure.OpLseek, f.n)
+	o := f.n.r().begin(measure.OpLseek, f.n)
 	defer func() { o.end(errno) }()
 	st := &f.n.extra().io
 	st.mu.RLock()
-	n, errno := f.n.r.main.io.lseek(&o.a, st, f.fd, int64(off), int(whence))
+	n, errno := f.n.r().main.io.lseek(&o.a, st, f.fd, int64(off), int(whence))
 	st.mu.RUnlock()
 	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
 		_, errno := s.io.lseek(a, nil, fd, int64(off), int(whence))
@@ -184,11 +184,11 @@ func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (res uint64
 }
 
 func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) (errno syscall.Errno) {
-	o := f.n.r.begin(measure.OpFallocate, f.n)
+	o := f.n.r().begin(measure.OpFallocate, f.n)
 	defer func() { o.end(errno) }()
 	st := &f.n.extra().io
 	st.mu.Lock()
-	errno = f.n.r.main.io.allocate(&o.a, st, f.fd, int64(off), int64(size), mode)
+	errno = f.n.r().main.io.allocate(&o.a, st, f.fd, int64(off), int64(size), mode)
 	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {
 		return s.io.allocate(a, nil, fd, int64(off), int64(size), mode)
 	})

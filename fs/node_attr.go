@@ -19,7 +19,7 @@ var (
 )
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpLookup, n, name)
+	o := n.r().beginNamed(measure.OpLookup, n, name)
 	defer func() {
 		if errno == 0 {
 			// The kernel gets the entry's attributes: for the node
@@ -35,7 +35,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 		}
 		o.end(errno)
 	}()
-	m := n.r.main
+	m := n.r().main
 	e, errno := m.childAt(&o.a, n, name)
 	if errno != 0 {
 		// EPERM: the config's name with plaintext names, which is not
@@ -52,7 +52,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 	}
 	var st syscall.Stat_t
 	gen, err := o.a.lstatGen(e, &st)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		e, errno := s.childAt(a, n, name)
 		if errno != 0 {
 			return errno
@@ -66,7 +66,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 	}
 	m.learnLink(&o.a, e, &st)
 	m.fillAttr(&st, &out.Attr)
-	id := n.r.stableAttr(&st, gen)
+	id := n.r().stableAttr(&st, gen)
 	if old := n.GetChild(name); old != nil && old.IsDir() && id.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
 		old.StableAttr().Ino == id.Ino && old.StableAttr().Gen == id.Gen {
 		// The same directory as the node already in the tree under this
@@ -81,11 +81,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 		// wrong lower entry (TestDifferentialBugForgottenDir).
 		return old, 0
 	}
-	return n.NewInode(ctx, n.r.newNode(), id), 0
+	return n.NewInode(ctx, newNode(), id), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpGetattr, n)
+	o := n.r().begin(measure.OpGetattr, n)
 	defer func() {
 		if errno == 0 {
 			n.attrsSent()
@@ -113,12 +113,12 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		defer s.done(e)
 		return toErrno(a.lstat(e, st))
 	}
-	if f == nil && n.r.twin == nil && !n.r.sharedStorage {
+	if f == nil && n.r().twin == nil && !n.r().sharedStorage {
 		// A stat by path of a file someone holds open (the kernel asks
 		// after a write, and twice around a chown): fstat of an open
 		// file of the node, the very inode, rather than a walk to its
 		// name. Under filesMu: Release closes the descriptor only after.
-		if x := n.x.Load(); x != nil {
+		if x := n.opened(); x != nil {
 			x.filesMu.Lock()
 			if len(x.files) > 0 {
 				fh = x.files[0]
@@ -135,8 +135,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	} else if dh, ok := f.(*dirHandle); ok {
 		fd = dh.fd
 	}
-	errno = get(n.r.main, &o.a, fd, &st)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	errno = get(n.r().main, &o.a, fd, &st)
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		var st syscall.Stat_t
 		mfd := -1
 		if fh != nil {
@@ -147,18 +147,18 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if errno != 0 {
 		return errno
 	}
-	n.r.main.fillAttr(&st, &out.Attr)
+	n.r().main.fillAttr(&st, &out.Attr)
 	return 0
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpSetattr, n)
+	o := n.r().begin(measure.OpSetattr, n)
 	defer func() { o.end(errno) }()
 	// The reply carries the attributes after the change, as fresh as a
 	// GETATTR's, for as long (go-fuse sets no lifetime on SETATTR
 	// replies: the kernel would ask GETATTR at the next stat, three
 	// times per file of a tar x).
-	out.SetTimeout(n.r.attrTTL)
+	out.SetTimeout(n.r().attrTTL)
 	if sz, ok := in.GetSize(); ok {
 		o.io(int64(sz), 0)
 	}
@@ -170,7 +170,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		// the caller holds the file open (fchmod, fchown: tar x, for
 		// every file): through an open file of the node, the very
 		// inode, rather than its path.
-		if x := n.x.Load(); x != nil {
+		if x := n.opened(); x != nil {
 			x.filesMu.Lock()
 			if len(x.files) > 0 {
 				// Under filesMu: Release closes the descriptor only after.
@@ -182,21 +182,21 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 	}
 	var st syscall.Stat_t
-	errno = n.setattrPath(&o.a, n.r.main, in, &st)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	errno = n.setattrPath(&o.a, n.r().main, in, &st)
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		return n.setattrPath(a, s, in, nil)
 	})
 	if errno != 0 {
 		return errno
 	}
-	n.r.main.fillAttr(&st, &out.Attr)
+	n.r().main.fillAttr(&st, &out.Attr)
 	return 0
 }
 
 // setattrFile applies in through the open file fh of n.
 func (n *node) setattrFile(o *opRun, fh *file, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	errno := n.setattrFd(&o.a, n.r.main, fh.fd, in)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	errno := n.setattrFd(&o.a, n.r().main, fh.fd, in)
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		if fh.twinFd < 0 {
 			return syscall.EBADF
 		}
@@ -209,7 +209,7 @@ func (n *node) setattrFile(o *opRun, fh *file, in *fuse.SetAttrIn, out *fuse.Att
 	if err := o.a.fstat(fh.fd, &st); err != nil {
 		return toErrno(err)
 	}
-	n.r.main.fillAttr(&st, &out.Attr)
+	n.r().main.fillAttr(&st, &out.Attr)
 	return 0
 }
 
@@ -369,7 +369,7 @@ func (n *node) setattrFd(a *acct, s *side, fd int, in *fuse.SetAttrIn) syscall.E
 func (n *node) truncate(a *acct, s *side, fd int, size int64, fresh bool) syscall.Errno {
 	x := n.extra()
 	st := &x.io
-	if s != n.r.main {
+	if s != n.r().main {
 		st = nil // the twin side keeps no content state
 	}
 	x.io.mu.Lock()
@@ -416,7 +416,7 @@ func setattrTimes(in *fuse.SetAttrIn) ([]unix.Timespec, bool) {
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpStatfs, n)
+	o := n.r().begin(measure.OpStatfs, n)
 	defer func() { o.end(errno) }()
 	statfs := func(s *side, a *acct, sf *syscall.Statfs_t) syscall.Errno {
 		t0 := a.now()
@@ -425,8 +425,8 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.E
 		return toErrno(err)
 	}
 	var sf syscall.Statfs_t
-	errno = statfs(n.r.main, &o.a, &sf)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	errno = statfs(n.r().main, &o.a, &sf)
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		var sf syscall.Statfs_t
 		return statfs(s, a, &sf)
 	})
@@ -446,7 +446,7 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 	if fh := asFile(f); fh != nil {
 		return fh.Fsync(ctx, flags)
 	}
-	o := n.r.begin(measure.OpFsync, n)
+	o := n.r().begin(measure.OpFsync, n)
 	defer func() { o.end(errno) }()
 	fsyncDir := func(s *side, a *acct) syscall.Errno {
 		fd, _, errno := s.openNode(a, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
@@ -467,17 +467,17 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 	if dh, ok := f.(*dirHandle); ok {
 		// An open directory: its descriptor works even after removal.
 		t0 := o.a.now()
-		if errno = n.r.main.t.syncPending(); errno == 0 {
-			errno = n.r.main.t.syncMeta(dh.fd)
+		if errno = n.r().main.t.syncPending(); errno == 0 {
+			errno = n.r().main.t.syncMeta(dh.fd)
 		}
 		if errno == 0 {
 			errno = toErrno(syscall.Fsync(dh.fd))
 		}
 		o.a.lowerSince(t0)
 	} else {
-		errno = fsyncDir(n.r.main, &o.a)
+		errno = fsyncDir(n.r().main, &o.a)
 	}
-	o.mirror(n.r, fsyncDir)
+	o.mirror(n.r(), fsyncDir)
 	return errno
 }
 
@@ -488,17 +488,17 @@ var _ = (fs.NodeAccesser)((*node)(nil))
 // natively for root, everything is allowed but X_OK of a file without an
 // execute bit. (A read-only mount refuses W_OK before asking.)
 func (n *node) Access(ctx context.Context, mask uint32) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpAccess, n)
+	o := n.r().begin(measure.OpAccess, n)
 	defer func() { o.end(errno) }()
 	if mask&unix.X_OK == 0 {
 		return 0
 	}
 	var st syscall.Stat_t
-	e, errno := n.r.main.entryOf(&o.a, n)
+	e, errno := n.r().main.entryOf(&o.a, n)
 	if errno != 0 {
 		return errno
 	}
-	defer n.r.main.done(e)
+	defer n.r().main.done(e)
 	if err := o.a.lstat(e, &st); err != nil {
 		return toErrno(err)
 	}

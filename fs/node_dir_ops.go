@@ -107,9 +107,9 @@ func (s *side) mkEntry(ctx context.Context, a *acct, n *node, name string, mk fu
 // twin, and registers the new inode. It returns the new entry's path
 // below the mount's lower root.
 func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.EntryOut, mk func(s *side, a *acct, e entry) error) (*fs.Inode, string, syscall.Errno) {
-	m := n.r.main
+	m := n.r().main
 	e, errno := m.mkEntry(ctx, &o.a, n, name, func(e entry) error { return mk(m, &o.a, e) })
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		e, errno := s.mkEntry(ctx, a, n, name, func(e entry) error { return mk(s, a, e) })
 		if errno == 0 {
 			s.done(e)
@@ -126,9 +126,9 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 		return nil, "", toErrno(err)
 	}
 	m.learnLink(&o.a, e, &st)
-	n.r.probeLabel(&o.a, e)
+	n.r().probeLabel(&o.a, e)
 	m.fillAttr(&st, &out.Attr)
-	ch := n.NewInode(ctx, n.r.newNode(), n.r.stableAttr(&st, gen))
+	ch := n.NewInode(ctx, newNode(), n.r().stableAttr(&st, gen))
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A new directory has a new IV, even should its inode number and
 		// birth time match a node that is still cached.
@@ -138,7 +138,7 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpMkdir, n, name)
+	o := n.r().beginNamed(measure.OpMkdir, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		// Made with its real mode at once: a default ACL of the parent
@@ -172,7 +172,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpMknod, n, name)
+	o := n.r().beginNamed(measure.OpMknod, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		cm := newCreateMode(ctx, s, n, mode)
@@ -188,7 +188,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpSymlink, n, name)
+	o := n.r().beginNamed(measure.OpSymlink, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		cTarget, errno := s.t.encodeLink(a, s.rootLoc(), target)
@@ -207,10 +207,10 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpLink, n, name)
+	o := n.r().beginNamed(measure.OpLink, n, name)
 	defer func() { o.end(errno) }()
 	tn, ok := target.(*node)
-	if !ok || tn.r != n.r {
+	if !ok || tn.r() != n.r() {
 		return nil, syscall.EXDEV
 	}
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
@@ -226,7 +226,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpRmdir, n, name)
+	o := n.r().beginNamed(measure.OpRmdir, n, name)
 	defer func() { o.end(errno) }()
 	n.forgetChildXattrs(name)
 	rmdir := func(s *side, a *acct) syscall.Errno {
@@ -249,8 +249,8 @@ func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 		s.t.dropLong(a, s.parentLoc(e), e.name)
 		return 0
 	}
-	errno = rmdir(n.r.main, &o.a)
-	o.mirror(n.r, rmdir)
+	errno = rmdir(n.r().main, &o.a)
+	o.mirror(n.r(), rmdir)
 	return errno
 }
 
@@ -336,7 +336,7 @@ func dirEmpty(fd int, meta []string) (tmps []string, errno syscall.Errno) {
 }
 
 func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpUnlink, n, name)
+	o := n.r().beginNamed(measure.OpUnlink, n, name)
 	defer func() { o.end(errno) }()
 	n.forgetChildXattrs(name)
 	unlink := func(s *side, a *acct) syscall.Errno {
@@ -356,24 +356,24 @@ func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 		s.t.dropLong(a, s.parentLoc(e), e.name)
 		return 0
 	}
-	errno = unlink(n.r.main, &o.a)
-	o.mirror(n.r, unlink)
+	errno = unlink(n.r().main, &o.a)
+	o.mirror(n.r(), unlink)
 	return errno
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpRename, n, name)
+	o := n.r().beginNamed(measure.OpRename, n, name)
 	defer func() { o.end(errno) }()
 	np, ok := newParent.(*node)
-	if !ok || np.r != n.r {
+	if !ok || np.r() != n.r() {
 		return syscall.EXDEV
 	}
 	np.forgetChildXattrs(newName)
 	rename := func(s *side, a *acct) syscall.Errno {
 		return s.rename(a, n, name, np, newName, flags)
 	}
-	errno = rename(n.r.main, &o.a)
-	o.mirror(n.r, rename)
+	errno = rename(n.r().main, &o.a)
+	o.mirror(n.r(), rename)
 	return errno
 }
 
@@ -443,7 +443,7 @@ func (s *side) rename(a *acct, n *node, name string, np *node, newName string, f
 }
 
 func (n *node) Readlink(ctx context.Context) (target []byte, errno syscall.Errno) {
-	o := n.r.begin(measure.OpReadlink, n)
+	o := n.r().begin(measure.OpReadlink, n)
 	defer func() { o.end(errno) }()
 	readlink := func(s *side, a *acct) ([]byte, string, syscall.Errno) {
 		e, errno := s.entryOf(a, n)
@@ -457,22 +457,22 @@ func (n *node) Readlink(ctx context.Context) (target []byte, errno syscall.Errno
 		}
 		return target, "", errno
 	}
-	target, p, errno := readlink(n.r.main, &o.a)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	target, p, errno := readlink(n.r().main, &o.a)
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		_, _, errno := readlink(s, a)
 		return errno
 	})
 	if errno == syscall.EIO {
-		n.r.log.Warn().Str("lower", p).Msg("symlink target does not decrypt: EIO")
+		n.r().log.Warn().Str("lower", p).Msg("symlink target does not decrypt: EIO")
 	}
 	return target, errno
 }
 
 func (n *node) Readdir(ctx context.Context) (ds fs.DirStream, errno syscall.Errno) {
-	o := n.r.begin(measure.OpReaddir, n)
+	o := n.r().begin(measure.OpReaddir, n)
 	defer func() { o.end(errno) }()
-	entries, errno := n.r.main.readdir(&o.a, n)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	entries, errno := n.r().main.readdir(&o.a, n)
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		_, errno := s.readdir(a, n)
 		return errno
 	})

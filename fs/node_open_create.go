@@ -31,13 +31,13 @@ func (s *side) openFlags(flags uint32) int {
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
-	o := n.r.begin(measure.OpOpen, n)
+	o := n.r().begin(measure.OpOpen, n)
 	defer func() { o.end(errno) }()
 	// Opened without O_TRUNC: newFile truncates once it knows the lower
 	// file is the node's own.
-	fd, rel, errno := n.r.main.openNode(&o.a, n, n.r.main.openFlags(flags)&^syscall.O_TRUNC)
+	fd, rel, errno := n.r().main.openNode(&o.a, n, n.r().main.openFlags(flags)&^syscall.O_TRUNC)
 	twinFd := -1
-	o.mirror(n.r, func(s *side, a *acct) (errno syscall.Errno) {
+	o.mirror(n.r(), func(s *side, a *acct) (errno syscall.Errno) {
 		twinFd, _, errno = s.openNode(a, n, s.openFlags(flags))
 		return errno
 	})
@@ -49,7 +49,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
-	o := n.r.beginNamed(measure.OpCreate, n, name)
+	o := n.r().beginNamed(measure.OpCreate, n, name)
 	defer func() { o.end(errno) }()
 	fd, twinFd := -1, -1
 	ch, rel, errno := n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
@@ -62,7 +62,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		f, err := unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT|syscall.O_EXCL, want)
 		created := err == nil
 		if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
-			if s == n.r.main {
+			if s == n.r().main {
 				// The kernel believed the name free (CREATE comes for
 				// a negative entry only): the file appeared in LOWER
 				// behind its back, and nobody checked the caller's
@@ -70,14 +70,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 				// ESTALE makes the kernel look the name up again and
 				// open what it finds as an existing file, with the
 				// permission checks and O_TRUNC of an open.
-				n.r.log.Info().Str("lower", s.show(e.rel())).Msg("create found an entry made behind the mount's back: ESTALE, looked up again")
+				n.r().log.Info().Str("lower", s.show(e.rel())).Msg("create found an entry made behind the mount's back: ESTALE, looked up again")
 				a.lowerSince(t0)
 				return syscall.ESTALE
 			}
 			f, err = unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT, want)
 		}
 		a.lowerSince(t0)
-		if s == n.r.main {
+		if s == n.r().main {
 			fd = f
 		} else {
 			twinFd = f
@@ -127,16 +127,16 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 		return fail(toErrno(err))
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		n.r.log.Warn().Str("lower", n.r.main.show(rel)).Msg("not a regular file in LOWER: EIO")
+		n.r().log.Warn().Str("lower", n.r().main.show(rel)).Msg("not a regular file in LOWER: EIO")
 		return fail(syscall.EIO)
 	}
-	if errno := n.sameLower(n.r.main, rel, &st); errno != 0 {
+	if errno := n.sameLower(n.r().main, rel, &st); errno != 0 {
 		return fail(errno)
 	}
 	x := n.extra()
 	x.io.mu.Lock()
-	x.io.lowerPath = n.r.main.show(rel)
-	errno := n.r.main.io.open(a, &x.io, fd, &st)
+	x.io.lowerPath = n.r().main.show(rel)
+	errno := n.r().main.io.open(a, &x.io, fd, &st)
 	if errno == 0 && trunc {
 		errno = n.truncOpen(a, fd)
 	}
@@ -147,11 +147,11 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 		return nil, 0, errno
 	}
 	f := &file{n: n, fd: fd, twinFd: twinFd}
-	n.r.open.Store(f, nil)
+	n.r().open.Store(f, nil)
 	x.filesMu.Lock()
 	x.files = append(x.files, f)
 	x.filesMu.Unlock()
-	if n.r.kernelPassthrough {
+	if n.r().kernelPassthrough {
 		return &passthroughFile{f}, 0, 0
 	}
 	// Every change of the content goes through this daemon, so what the
@@ -183,7 +183,7 @@ func (n *node) truncOpen(a *acct, fd int) syscall.Errno {
 		defer syscall.Close(wfd)
 		fd = wfd
 	}
-	return n.r.main.io.truncate(a, &n.extra().io, fd, 0)
+	return n.r().main.io.truncate(a, &n.extra().io, fd, 0)
 }
 
 // unlinked reports whether n is a file whose last name is gone while it is
@@ -203,7 +203,7 @@ func (n *node) unlinked() bool {
 // reopens a deleted file natively, and how the kernel's own requests on
 // such a file (an ACL check at that open, an xattr call) are served.
 func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
-	x := n.x.Load()
+	x := n.opened()
 	if x == nil {
 		return -1, syscall.ENOENT // never opened
 	}
@@ -211,7 +211,7 @@ func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
 	defer x.filesMu.Unlock()
 	for _, f := range x.files {
 		fd := f.fd
-		if s != n.r.main {
+		if s != n.r().main {
 			fd = f.twinFd
 		}
 		if fd < 0 {
@@ -224,7 +224,7 @@ func (n *node) openUnlinked(a *acct, s *side, flags int) (int, syscall.Errno) {
 		a.lowerSince(t0)
 		return nfd, toErrno(err)
 	}
-	if s == n.r.main && len(x.dirs) > 0 {
+	if s == n.r().main && len(x.dirs) > 0 {
 		t0 := a.now()
 		nfd, err := unix.Open(procFd(x.dirs[0].fd), flags&^syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 		a.lowerSince(t0)

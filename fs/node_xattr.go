@@ -58,7 +58,7 @@ func (s *side) xattrNode(a *acct, n *node) (fd int, proc, rel string, errno sysc
 	if errno != 0 {
 		return -1, "", rel, errno
 	}
-	if s == n.r.main {
+	if s == n.r().main {
 		var st syscall.Stat_t
 		if err := a.fstat(fd, &st); err != nil {
 			syscall.Close(fd)
@@ -73,7 +73,7 @@ func (s *side) xattrNode(a *acct, n *node) (fd int, proc, rel string, errno sysc
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uint32, errno syscall.Errno) {
-	o := n.r.begin(measure.OpGetxattr, n)
+	o := n.r().begin(measure.OpGetxattr, n)
 	defer func() { o.end(errno) }()
 	get := func(s *side, a *acct) ([]byte, string, syscall.Errno) {
 		fd, p, rel, errno := s.xattrNode(a, n)
@@ -109,19 +109,19 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 		return 0, syscall.ENODATA
 	}
 	known := n.xattrNone.load()
-	value, p, errno := get(n.r.main, &o.a)
+	value, p, errno := get(n.r().main, &o.a)
 	if errno == syscall.ENODATA && bit != 0 {
 		n.xattrNone.learn(known, bit)
 		if bit == xattrBitCapability {
-			n.r.capNoData.Store(true)
+			n.r().capNoData.Store(true)
 		}
 	}
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		_, _, errno := get(s, a)
 		return errno
 	})
 	if errno == syscall.EIO {
-		n.r.log.Warn().Str("lower", p).Str("xattr", attr).Msg("xattr value does not decrypt: EIO")
+		n.r().log.Warn().Str("lower", p).Str("xattr", attr).Msg("xattr value does not decrypt: EIO")
 	}
 	if errno != 0 {
 		return 0, errno
@@ -136,7 +136,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (size uin
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpSetxattr, n)
+	o := n.r().begin(measure.OpSetxattr, n)
 	defer func() { o.end(errno) }()
 	set := func(s *side, a *acct) syscall.Errno {
 		value, errno := s.t.encodeXattr(a, attr, data)
@@ -161,16 +161,16 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		}
 		return 0
 	}
-	errno = set(n.r.main, &o.a)
+	errno = set(n.r().main, &o.a)
 	// Whether or not it took (a failure may come after a change), what
 	// the node knew of its xattrs is forgotten, after the change.
 	n.xattrNone.reset(0)
-	o.mirror(n.r, set)
+	o.mirror(n.r(), set)
 	return errno
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (size uint32, errno syscall.Errno) {
-	o := n.r.begin(measure.OpListxattr, n)
+	o := n.r().begin(measure.OpListxattr, n)
 	defer func() { o.end(errno) }()
 	list := func(s *side, a *acct) ([]byte, syscall.Errno) {
 		fd, p, _, errno := s.xattrNode(a, n)
@@ -201,8 +201,8 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (size uint32, errno s
 		}
 		return list, 0
 	}
-	names, errno := list(n.r.main, &o.a)
-	o.mirror(n.r, func(s *side, a *acct) syscall.Errno {
+	names, errno := list(n.r().main, &o.a)
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		_, errno := list(s, a)
 		return errno
 	})
@@ -219,7 +219,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (size uint32, errno s
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errno) {
-	o := n.r.begin(measure.OpRemovexattr, n)
+	o := n.r().begin(measure.OpRemovexattr, n)
 	defer func() { o.end(errno) }()
 	remove := func(s *side, a *acct) syscall.Errno {
 		fd, p, _, errno := s.xattrNode(a, n)
@@ -232,11 +232,11 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 		a.lowerSince(t0)
 		return toErrno(err)
 	}
-	errno = remove(n.r.main, &o.a)
+	errno = remove(n.r().main, &o.a)
 	// Whether or not it took, what the node knew is forgotten (as
 	// after a SETXATTR).
 	n.xattrNone.reset(0)
-	o.mirror(n.r, remove)
+	o.mirror(n.r(), remove)
 	return errno
 }
 

@@ -92,30 +92,97 @@ type root struct {
 //
 // The daemon keeps a node for every inode the kernel has cached (until
 // its FORGET), so a walk of a big tree (find, ls -lR, du) makes them by
-// the hundred thousand, most never opened: a node is kept small (176
-// bytes with go-fuse's Inode, one size class), and what only open files
-// and directories need is in nodeExtra, made at the first need.
+// the hundred thousand, most never opened: a node is kept small (160
+// bytes with go-fuse's Inode, 128 of them: a size class of its own), what
+// only directories need is in dirState and what only open files need in
+// nodeExtra, each made at the first need, and the mount is found through
+// go-fuse's root (r) rather than a pointer in every node.
 type node struct {
 	fs.Inode
-	r *root
-
-	// lower caches the node's lower name (see nodeName).
-	lower atomic.Pointer[lowerCache]
 
 	// xattrNone remembers which well-known xattrs the lower object is
-	// known to lack (see xattrAbsent).
+	// known to lack (see xattrAbsent). It is in the node itself: ls -l
+	// asks for ACLs of every entry.
 	xattrNone xattrAbsent
+
+	// m is what only some nodes need, nil before the first need (see
+	// more); the root node's is made with the node and holds the mount
+	// (see r).
+	m atomic.Pointer[nodeMore]
+}
+
+// nodeMore is what a node holds beyond go-fuse's Inode and xattrNone,
+// made at the first need: a node only looked up (find, du, a stat of
+// every file) has none, and its number of nodes is that of the
+// directories, the nodes opened and those whose lower name was asked for.
+type nodeMore struct {
+	// lower caches the node's lower name (see nodeName).
+	lower atomic.Pointer[lowerCache]
+	// d is the state of a directory node, nil before its first use (see
+	// dir).
+	d atomic.Pointer[dirState]
+	// x is the state of an opened node, nil before (see extra).
+	x atomic.Pointer[nodeExtra]
+}
+
+// more returns the node's nodeMore, made at the first call; it stays
+// until the node is forgotten.
+func (n *node) more() *nodeMore {
+	if m := n.m.Load(); m != nil {
+		return m
+	}
+	m := new(nodeMore)
+	if n.m.CompareAndSwap(nil, m) {
+		return m
+	}
+	return n.m.Load()
+}
+
+// cachedLower returns the node's cached lower name, nil if none.
+func (n *node) cachedLower() *lowerCache {
+	if m := n.m.Load(); m != nil {
+		return m.lower.Load()
+	}
+	return nil
+}
+
+// opened returns the node's nodeExtra, nil if it was never made.
+func (n *node) opened() *nodeExtra {
+	if m := n.m.Load(); m != nil {
+		return m.x.Load()
+	}
+	return nil
+}
+
+// dirState is what a directory node caches.
+type dirState struct {
+	// iv caches the directory IV (see dirIV).
+	iv atomic.Pointer[dirIVBox]
 	// listed is when the kernel last got every entry of this directory
 	// with its attributes (a READDIRPLUS that looked each one up; see
 	// listing), in Unix nanoseconds.
 	listed atomic.Int64
-
-	// iv caches the directory IV of a directory node (see dirIV).
-	iv atomic.Pointer[dirIVBox]
-
-	// x is the state of an opened node, nil before (see extra).
-	x atomic.Pointer[nodeExtra]
+	// r is the mount, in the root node's dirState only.
+	r *root
 }
+
+// dir returns the node's dirState, made at the first call; it stays
+// until the node is forgotten.
+func (n *node) dir() *dirState {
+	m := n.more()
+	if d := m.d.Load(); d != nil {
+		return d
+	}
+	d := new(dirState)
+	if m.d.CompareAndSwap(nil, d) {
+		return d
+	}
+	return m.d.Load()
+}
+
+// r returns the mount of node n, which go-fuse has made (NewInode; the
+// root node at NewNodeFS).
+func (n *node) r() *root { return n.Root().Operations().(*node).m.Load().d.Load().r }
 
 // nodeExtra is what a node needs once it is opened (or truncated).
 type nodeExtra struct {
@@ -154,31 +221,32 @@ func (n *node) readServed() {
 
 // attrsSent notes that the kernel got n's attributes (see atimeStale).
 func (n *node) attrsSent() {
-	if x := n.x.Load(); x != nil && x.atimeStale.Load() {
+	if x := n.opened(); x != nil && x.atimeStale.Load() {
 		x.atimeStale.Store(false)
 	}
 }
 
 // kernelAtimeStale reports whether the kernel's atime of n is stale.
 func (n *node) kernelAtimeStale() bool {
-	x := n.x.Load()
+	x := n.opened()
 	return x != nil && x.atimeStale.Load()
 }
 
 // extra returns the node's nodeExtra, made at the first call; it stays
 // until the node is forgotten.
 func (n *node) extra() *nodeExtra {
-	if x := n.x.Load(); x != nil {
+	m := n.more()
+	if x := m.x.Load(); x != nil {
 		return x
 	}
 	x := new(nodeExtra)
-	if n.x.CompareAndSwap(nil, x) {
+	if m.x.CompareAndSwap(nil, x) {
 		return x
 	}
-	return n.x.Load()
+	return m.x.Load()
 }
 
-func (n *node) isRoot() bool { return n == n.r.rootNode }
+func (n *node) isRoot() bool { return n.IsRoot() }
 
 func (n *node) ino() uint64 { return n.StableAttr().Ino }
 
@@ -230,7 +298,7 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 	}
 	// A strings.Builder only appends: what String returned stays valid.
 	var b strings.Builder
-	pn := n.r.rootNode
+	pn := n.r().rootNode
 	for i := len(up) - 1; i >= 0; i-- {
 		lower, errno := s.nodeName(pn, up[i].n, b.String(), up[i].name)
 		if errno != 0 {
@@ -250,14 +318,14 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 type lowerCache struct {
 	dir   *node
 	name  string
-	iv    []byte // the parent's IV slice (compared by identity)
+	iv    *byte // the first byte of the parent's IV slice (compared by identity)
 	lower string
 }
 
 // valid reports whether c was computed for the entry name of dir under
 // dir's current IV iv.
 func (c *lowerCache) valid(dir *node, name string, iv []byte) bool {
-	return c != nil && c.dir == dir && c.name == name && len(iv) > 0 && len(c.iv) > 0 && &c.iv[0] == &iv[0]
+	return c != nil && c.dir == dir && c.name == name && len(iv) > 0 && c.iv == &iv[0]
 }
 
 // nodeName returns the lower name of node n, the entry name of directory
@@ -277,14 +345,16 @@ func (s *side) nodeName(pn, n *node, dirRel, name string) (string, syscall.Errno
 	if errno != 0 {
 		return "", errno
 	}
-	if c := n.lower.Load(); c.valid(pn, name, iv) {
+	if c := n.cachedLower(); c.valid(pn, name, iv) {
 		return c.lower, 0
 	}
 	lower, _, errno := s.t.lowerName(untimed, pn, d, name)
 	if errno != 0 {
 		return "", errno
 	}
-	n.lower.Store(&lowerCache{dir: pn, name: name, iv: iv, lower: lower})
+	if len(iv) > 0 {
+		n.more().lower.Store(&lowerCache{dir: pn, name: name, iv: &iv[0], lower: lower})
+	}
 	return lower, 0
 }
 
@@ -431,7 +501,7 @@ func (s *side) knownChild(n *node, fd int, rel, name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	c := cn.lower.Load()
+	c := cn.cachedLower()
 	if c == nil || names.IsLong(c.lower) {
 		return "", false
 	}
@@ -702,15 +772,16 @@ type dirIVBox struct{ iv []byte }
 // side has directory IVs, so the cache lives in the node. An IV read
 // while the cache was emptied (forgetDirIV) is returned but not kept.
 func (n *node) dirIV(a *acct, t transform, d dirLoc) ([]byte, syscall.Errno) {
-	b := n.iv.Load()
+	ds := n.dir()
+	b := ds.iv.Load()
 	if b != nil && b.iv != nil {
 		return b.iv, 0
 	}
 	iv, errno := t.readDirIV(a, d)
-	if errno == 0 && !n.iv.CompareAndSwap(b, &dirIVBox{iv}) {
+	if errno == 0 && !ds.iv.CompareAndSwap(b, &dirIVBox{iv}) {
 		// Another reader was first (keep one slice: lowerCache compares
 		// IVs by identity), or the cache was emptied meanwhile.
-		if b := n.iv.Load(); b != nil && b.iv != nil {
+		if b := ds.iv.Load(); b != nil && b.iv != nil {
 			return b.iv, 0
 		}
 	}
@@ -719,9 +790,16 @@ func (n *node) dirIV(a *acct, t transform, d dirLoc) ([]byte, syscall.Errno) {
 
 // forgetDirIV empties n's directory IV cache; a read of the IV that
 // started before does not fill it.
-func (n *node) forgetDirIV() { n.iv.Store(&dirIVBox{}) }
+func (n *node) forgetDirIV() { n.dir().iv.Store(&dirIVBox{}) }
 
-func (r *root) newNode() *node { return &node{r: r} }
+func newNode() *node { return new(node) }
+
+// newRootNode makes the root node of mount r.
+func (r *root) newRootNode() *node {
+	n := newNode()
+	n.more().d.Store(&dirState{r: r})
+	return n
+}
 
 // stableAttr composes an inode number from the lower inode and device the
 // way go-fuse's loopback does, so that hard links share one node. The
@@ -749,10 +827,10 @@ func (r *root) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 // is checked (the nodes know its inodes, not the mirror's), and not the
 // root, which is the root descriptor itself.
 func (n *node) sameLower(s *side, rel string, st *syscall.Stat_t) syscall.Errno {
-	if s != n.r.main || n.isRoot() || n.r.stableAttr(st, 0).Ino == n.ino() {
+	if s != n.r().main || n.isRoot() || n.r().stableAttr(st, 0).Ino == n.ino() {
 		return 0
 	}
-	n.r.log.Warn().Str("lower", s.show(rel)).Uint64("lowerIno", st.Ino).
+	n.r().log.Warn().Str("lower", s.show(rel)).Uint64("lowerIno", st.Ino).
 		Msg("the lower object is not the inode the kernel knows under this name (replaced in LOWER): ESTALE")
 	return syscall.ESTALE
 }

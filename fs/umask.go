@@ -87,7 +87,7 @@ type createMode struct {
 // newCreateMode is the mode of an entry made in directory parent on side s.
 func newCreateMode(ctx context.Context, s *side, parent *node, mode uint32) *createMode {
 	c := &createMode{mode: mode & 07777, umask: umaskOf(ctx)}
-	if s == parent.r.main && parent.r.xattrCache {
+	if s == parent.r().main && parent.r().xattrCache {
 		c.parent = parent
 	}
 	return c

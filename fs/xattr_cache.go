@@ -86,7 +86,7 @@ func (x *xattrAbsent) reset(bits uint64) {
 // cachedXattr returns the bit under which node n remembers attr, 0 when
 // it is not remembered on this mount.
 func (n *node) cachedXattr(attr string) uint64 {
-	if !n.r.xattrCache {
+	if !n.r().xattrCache {
 		return 0
 	}
 	return knownXattr(attr)
@@ -148,14 +148,14 @@ func (n *node) madeEntry(ch *fs.Inode, mode uint32) {
 	}
 	var bits uint64
 	if mode&syscall.S_IFMT != syscall.S_IFLNK {
-		bits = n.r.newEntryXattrs(n, mode)
+		bits = n.r().newEntryXattrs(n, mode)
 	}
 	cn := ch.Operations().(*node)
 	cn.xattrNone.reset(bits)
-	if mode&syscall.S_IFMT == syscall.S_IFDIR && !n.r.sharedStorage {
+	if mode&syscall.S_IFMT == syscall.S_IFDIR && !n.r().sharedStorage {
 		// Empty: every child it will have is made through us, and the
 		// kernel gets each one's entry then (see listing).
-		cn.listed.Store(time.Now().UnixNano())
+		cn.dir().listed.Store(time.Now().UnixNano())
 	}
 }
 

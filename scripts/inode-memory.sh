@@ -3,7 +3,10 @@
 # gocryptfs (if installed), each over its own tmpfs, N empty files are
 # created in one directory through the mount. Then, REPEATS times: the
 # mount is remounted (a fresh daemon, nothing cached), every file is
-# stat'ed by name (a LOOKUP and a cached inode each, no listing), then
+# stat'ed by name (a LOOKUP and a cached inode each, no listing) and held
+# by an O_PATH descriptor (which sends nothing to the daemon, but pins
+# the inode: other programs' drop_caches or memory pressure cannot make
+# the kernel forget part of the walk), the descriptors closed, then
 # `ls -l` lists the directory, then the kernel drops its dentries and
 # inodes (drop_caches=2: a FORGET for each); the daemon's VmRSS is read
 # before and after each step. Prints per target and repeat the RSS in MiB
@@ -14,9 +17,7 @@
 # every 1 % of growth, so that RSS follows the live heap (the files are
 # created with the default), and with GODEBUG=gctrace=1: the live heap
 # after the last collection before and after the walk, divided by N, is
-# the second figure, heap bytes per cached inode. Other programs' memory
-# pressure or drop_caches during a walk make the kernel forget some of it
-# and lower a figure: compare the repeats.
+# the second figure, heap bytes per cached inode.
 # OLD=BINARY adds the targets twin-old and crypt-xts-old served by another
 # twincrypt binary (a before/after comparison in one run); TARGETS="..."
 # picks targets.
@@ -44,6 +45,41 @@ cleanup() {
 	rm -rf "$W"
 }
 trap cleanup EXIT
+# hold N: in directory d, lstat and open O_PATH each file-%06d (1..N),
+# print "held", keep the descriptors until stdin closes (in processes of
+# at most 16,000 descriptors each: the hard limit may be low).
+hold() {
+	python3 -c '
+import os, resource, sys
+n, per = int(sys.argv[1]), 16000
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if hard != resource.RLIM_INFINITY and hard < per + 64:
+    per = hard - 64
+r, w = os.pipe()
+kids = []
+for lo in range(1, n + 1, per):
+    pid = os.fork()
+    if pid == 0:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (per + 64, hard))
+        fds = []
+        for i in range(lo, min(lo + per, n + 1)):
+            p = "file-%06d" % i
+            os.lstat(p)
+            fds.append(os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC))
+        os.write(w, b"x")
+        sys.stdin.read()
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+for _ in kids:
+    if os.read(r, 1) != b"x":
+        sys.exit("hold: a helper failed")
+print("held", flush=True)
+sys.stdin.read()
+for pid in kids:
+    os.waitpid(pid, 0)
+' "$1"
+}
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; } # KiB
 live() { awk '/^gc / {split($11, a, "->"); m = a[3] + 0} END {print m + 0}' "$1"; } # MB live after the last GC
 mnt() { # target: mounts in the foreground, in the background of this shell
@@ -83,10 +119,13 @@ for t in $targets; do
 		sleep 1
 		r0=$(rss "$pid")
 		h0=$(live "$W/gc")
-		(cd "$W/$t.mnt/d" && seq -f 'file-%06g' "$N" | xargs stat -c %s >/dev/null)
+		coproc HOLD { cd "$W/$t.mnt/d" && hold "$N"; }
+		read -r _ <&"${HOLD[0]}"
 		sleep 1
 		r1=$(rss "$pid")
 		h1=$(live "$W/gc")
+		exec {HOLD[1]}>&-
+		wait "$HOLD_PID"
 		ls -l "$W/$t.mnt/d" >/dev/null
 		sleep 1
 		r2=$(rss "$pid")
