@@ -141,13 +141,8 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	}
 	// The daemon does every operation as root (or as the mounting user):
 	// the kernel must check permissions against the file modes, or with
-	// allow_other any user could read any file. Not so on a mount of
-	// root's own (rootPrivate).
-	r.rootPrivate = os.Geteuid() == 0 && !o.AllowOther
-	var mountOpts []string
-	if !r.rootPrivate {
-		mountOpts = append(mountOpts, "default_permissions")
-	}
+	// allow_other any user could read any file.
+	mountOpts := []string{"default_permissions"}
 	if o.ReadOnly {
 		mountOpts = append(mountOpts, "ro")
 	}
@@ -200,7 +195,7 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// POSIX ACLs, stored as the lower files' own ACLs, are enforced by
 	// the kernel (which caches them per inode); it leaves the umask to
 	// us (DONT_MASK), because a default ACL overrides it (see umask.go).
-	opts.MountOptions.EnableAcl = !r.rootPrivate
+	opts.MountOptions.EnableAcl = true
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	var raw fuse.RawFileSystem = &umaskRaw{&killPriv{fs.NewNodeFS(r.rootNode, opts)}}
 	if r.twin != nil {

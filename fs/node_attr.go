@@ -480,30 +480,3 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno 
 	o.mirror(n.r(), fsyncDir)
 	return errno
 }
-
-var _ = (fs.NodeAccesser)((*node)(nil))
-
-// Access answers access(2) and chdir(2), which the kernel asks of the
-// daemon only on a root-private mount (without default_permissions): as
-// natively for root, everything is allowed but X_OK of a file without an
-// execute bit. (A read-only mount refuses W_OK before asking.)
-func (n *node) Access(ctx context.Context, mask uint32) (errno syscall.Errno) {
-	o := n.r().begin(measure.OpAccess, n)
-	defer func() { o.end(errno) }()
-	if mask&unix.X_OK == 0 {
-		return 0
-	}
-	var st syscall.Stat_t
-	e, errno := n.r().main.entryOf(&o.a, n)
-	if errno != 0 {
-		return errno
-	}
-	defer n.r().main.done(e)
-	if err := o.a.lstat(e, &st); err != nil {
-		return toErrno(err)
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Mode&0111 == 0 {
-		return syscall.EACCES
-	}
-	return 0
-}

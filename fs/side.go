@@ -50,16 +50,6 @@ type root struct {
 	rec  *measure.Recorder
 	// kernelPassthrough hands open files to the kernel (twin only).
 	kernelPassthrough bool
-	// rootPrivate: the daemon runs as root and only root may use the
-	// mount (no allow_other). Root passes every permission check but
-	// one (execute or search needs an x bit somewhere in the mode), so
-	// the kernel is not asked to check against the modes and ACLs
-	// (default_permissions, FUSE_POSIX_ACL): it would ask GETATTR of a
-	// directory after each change in it before the next, one round trip
-	// per file created or removed (create 5 -> 4 requests, unlink 2 -> 1).
-	// The one check left is the kernel's for exec and the daemon's for
-	// access(2) (Access). ACLs are stored and shown all the same.
-	rootPrivate bool
 	// xattrCache lets nodes remember which well-known xattrs their
 	// lower object lacks (see xattrAbsent): off with SharedStorage,
 	// where others may set them in LOWER, and in mirror mode, where
