@@ -141,7 +141,13 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	}
 	// The daemon does every operation as root (or as the mounting user):
 	// the kernel must check permissions against the file modes, or with
-	// allow_other any user could read any file.
+	// allow_other any user could read any file. Also on a mount only
+	// root may use: FUSE lets in any caller whose uids are root's, also
+	// one acting with another fsuid (setfsuid, as file servers do) or
+	// without CAP_DAC_OVERRIDE, and such a caller must get EACCES where
+	// it would natively. (Without it the kernel would not ask GETATTR of
+	// a directory after each change in it before the next check: one
+	// round trip per file created or removed, docs/requests.md.)
 	mountOpts := []string{"default_permissions"}
 	if o.ReadOnly {
 		mountOpts = append(mountOpts, "ro")
