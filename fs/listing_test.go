@@ -142,14 +142,7 @@ func TestListingAfterReads(t *testing.T) {
 			rec := measure.NewRecorder("test")
 			tm.mount(t, func(o *Options) { o.Recorder = rec })
 			native := t.TempDir()
-			getattrs := func() int64 {
-				for _, s := range rec.Snapshot().Ops {
-					if s.Op == "getattr" {
-						return s.Count
-					}
-				}
-				return 0
-			}
+			getattrs := func() int64 { return opStats(rec, "getattr").Count }
 			list := func(d string) []string {
 				entries, err := os.ReadDir(d)
 				must(t, err)
@@ -197,4 +190,14 @@ func TestListingAfterReads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// opStats returns the statistics of op in rec, zero if it never ran.
+func opStats(rec *measure.Recorder, op string) measure.Stats {
+	for _, s := range rec.Snapshot().Ops {
+		if s.Op == op {
+			return s
+		}
+	}
+	return measure.Stats{}
 }

@@ -20,21 +20,7 @@ var (
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r().beginNamed(measure.OpLookup, n, name)
-	defer func() {
-		if errno == 0 {
-			// The kernel gets the entry's attributes: for the node
-			// returned or, should go-fuse keep the one it holds for
-			// the inode, for that one.
-			for _, c := range []*fs.Inode{ch, n.GetChild(name)} {
-				if c != nil {
-					if cn, ok := c.Operations().(*node); ok {
-						cn.attrsSent()
-					}
-				}
-			}
-		}
-		o.end(errno)
-	}()
+	defer func() { o.end(errno) }()
 	m := n.r().main
 	e, errno := m.childAt(&o.a, n, name)
 	if errno != 0 {
@@ -67,7 +53,16 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 	m.learnLink(&o.a, e, &st)
 	m.fillAttr(&st, &out.Attr)
 	id := n.r().stableAttr(&st, gen)
-	if old := n.GetChild(name); old != nil && old.IsDir() && id.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+	old := n.GetChild(name)
+	if old != nil {
+		// The kernel gets the entry's attributes, also for the node
+		// go-fuse keeps should it already hold this inode (a new node
+		// has no stale atime to clear).
+		if on, ok := old.Operations().(*node); ok {
+			on.attrsSent()
+		}
+	}
+	if old != nil && old.IsDir() && id.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
 		old.StableAttr().Ino == id.Ino && old.StableAttr().Gen == id.Gen {
 		// The same directory as the node already in the tree under this
 		// name: hand that node back. The kernel may have forgotten it

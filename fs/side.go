@@ -117,15 +117,19 @@ type nodeMore struct {
 
 // more returns the node's nodeMore, made at the first call; it stays
 // until the node is forgotten.
-func (n *node) more() *nodeMore {
-	if m := n.m.Load(); m != nil {
-		return m
+func (n *node) more() *nodeMore { return loadOrNew(&n.m) }
+
+// loadOrNew returns what p points to, pointing it at a new zero T first
+// if it is nil (the first of racing callers wins).
+func loadOrNew[T any](p *atomic.Pointer[T]) *T {
+	if v := p.Load(); v != nil {
+		return v
 	}
-	m := new(nodeMore)
-	if n.m.CompareAndSwap(nil, m) {
-		return m
+	v := new(T)
+	if p.CompareAndSwap(nil, v) {
+		return v
 	}
-	return n.m.Load()
+	return p.Load()
 }
 
 // cachedLower returns the node's cached lower name, nil if none.
@@ -158,17 +162,7 @@ type dirState struct {
 
 // dir returns the node's dirState, made at the first call; it stays
 // until the node is forgotten.
-func (n *node) dir() *dirState {
-	m := n.more()
-	if d := m.d.Load(); d != nil {
-		return d
-	}
-	d := new(dirState)
-	if m.d.CompareAndSwap(nil, d) {
-		return d
-	}
-	return m.d.Load()
-}
+func (n *node) dir() *dirState { return loadOrNew(&n.more().d) }
 
 // r returns the mount of node n, which go-fuse has made (NewInode; the
 // root node at NewNodeFS).
@@ -224,17 +218,7 @@ func (n *node) kernelAtimeStale() bool {
 
 // extra returns the node's nodeExtra, made at the first call; it stays
 // until the node is forgotten.
-func (n *node) extra() *nodeExtra {
-	m := n.more()
-	if x := m.x.Load(); x != nil {
-		return x
-	}
-	x := new(nodeExtra)
-	if m.x.CompareAndSwap(nil, x) {
-		return x
-	}
-	return m.x.Load()
-}
+func (n *node) extra() *nodeExtra { return loadOrNew(&n.more().x) }
 
 func (n *node) isRoot() bool { return n.IsRoot() }
 

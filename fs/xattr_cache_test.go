@@ -155,14 +155,7 @@ func TestXattrCacheLabelProbe(t *testing.T) {
 			tm := newVolume(t, diffVariants[0])
 			rec := measure.NewRecorder("test")
 			tm.mount(t, func(o *Options) { o.Recorder = rec; o.SharedStorage = shared })
-			lowerNs := func() int64 {
-				for _, s := range rec.Snapshot().Ops {
-					if s.Op == "getxattr" {
-						return s.LowerNs
-					}
-				}
-				return 0
-			}
+			lowerNs := func() int64 { return opStats(rec, "getxattr").LowerNs }
 			// asked reports whether asking p's label reached LOWER.
 			asked := func(p string) bool {
 				t.Helper()
