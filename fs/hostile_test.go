@@ -665,3 +665,68 @@ func TestNoOpenat2Fallback(t *testing.T) {
 	TestHostileSwap(t)
 	TestDeepHostileSwap(t)
 }
+
+// TestHostileDirectoryLoop: a lower directory that contains itself (here
+// a bind mount of a/ at a/b/c; a lower filesystem that repeats inode
+// numbers does the same) must give ELOOP, as the kernel gives natively
+// for such an alias, and leave the daemon serving. Before, go-fuse's tree
+// became a cycle and the next path walk through it grew without end
+// until the kernel killed the daemon for memory.
+func TestHostileDirectoryLoop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a bind mount in LOWER")
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			tm.mount(t)
+			must(t, os.MkdirAll(filepath.Join(tm.mnt, "a", "b", "c"), 0755))
+			must(t, os.WriteFile(filepath.Join(tm.mnt, "a", "f"), []byte("f"), 0644))
+			// The lower paths of a and a/b/c, found by inode number.
+			lowerOf := func(p string) string {
+				var st syscall.Stat_t
+				must(t, syscall.Stat(filepath.Join(tm.mnt, p), &st))
+				var found string
+				filepath.Walk(tm.lower, func(q string, fi os.FileInfo, err error) error {
+					if err == nil && fi.Sys().(*syscall.Stat_t).Ino == st.Ino {
+						found = q
+					}
+					return nil
+				})
+				if found == "" {
+					t.Fatalf("no lower object for %s", p)
+				}
+				return found
+			}
+			la, lc := lowerOf("a"), lowerOf("a/b/c")
+			// A fresh mount over the looped LOWER: the kernel knows
+			// nothing of a/b/c yet.
+			tm.unmountNow(t)
+			if err := syscall.Mount(la, lc, "", syscall.MS_BIND, ""); err != nil {
+				t.Skipf("bind mount: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(lc, syscall.MNT_DETACH) })
+			tm.unmounted = false
+			tm.mount(t)
+
+			for _, p := range []string{"a/b/c", "a/b/c/f", "a/b/c/b/c/f"} {
+				var st syscall.Stat_t
+				err := syscall.Lstat(filepath.Join(tm.mnt, p), &st)
+				if err != syscall.ELOOP {
+					t.Errorf("lstat %s through the loop: %v, want ELOOP", p, err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(tm.mnt, "a", "b", "c", "new"), nil, 0644); !errors.Is(err, syscall.ELOOP) {
+				t.Errorf("create through the loop: %v, want ELOOP", err)
+			}
+			// The daemon still serves.
+			b, err := os.ReadFile(filepath.Join(tm.mnt, "a", "f"))
+			if err != nil || string(b) != "f" {
+				t.Fatalf("after the loop: read a/f: %q, %v", b, err)
+			}
+			if !strings.Contains(tm.log.String(), "its own ancestor") {
+				t.Errorf("no warning about the loop in the log:\n%s", tm.log.String())
+			}
+		})
+	}
+}

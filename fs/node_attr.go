@@ -76,7 +76,37 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch 
 		// wrong lower entry (TestDifferentialBugForgottenDir).
 		return old, 0
 	}
+	if id.Mode&syscall.S_IFMT == syscall.S_IFDIR && n.hasAncestor(id) {
+		// A lower directory that contains itself: the inode of n or of
+		// one of its ancestors met again below it (a bind mount in
+		// LOWER, a lower filesystem that repeats inode numbers).
+		// go-fuse would hand back that very node and make its tree a
+		// cycle, which every path walk through it would follow for
+		// ever. The kernel refuses such an alias the same way (ELOOP).
+		n.r().log.Warn().Str("lower", m.show(join(e.dirRel, e.name))).
+			Msg("a lower directory that is its own ancestor (a loop in LOWER): ELOOP")
+		return nil, syscall.ELOOP
+	}
 	return n.NewInode(ctx, newNode(), id), 0
+}
+
+// hasAncestor reports whether n or a directory above it in go-fuse's
+// tree is the inode id.
+func (n *node) hasAncestor(id fs.StableAttr) bool {
+	for m, depth := n, 0; depth < maxDepth; depth++ {
+		if a := m.StableAttr(); a.Ino == id.Ino && a.Gen == id.Gen {
+			return true
+		}
+		if m.isRoot() {
+			return false
+		}
+		_, p := m.Parent()
+		if p == nil {
+			return false
+		}
+		m = p.Operations().(*node)
+	}
+	return true
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {

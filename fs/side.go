@@ -250,6 +250,12 @@ func (s *side) rel(a *acct, n *node) (string, syscall.Errno) {
 
 var untimed = &acct{}
 
+// maxDepth bounds the depth of a node below the root: 65,536 levels,
+// far deeper than the trees programs make (a path to the bottom would be
+// at least 128 KiB, 32 times PATH_MAX), and a stop should a loop ever
+// appear in the tree.
+const maxDepth = 1 << 16
+
 // walk builds the path from the root down in one buffer: the parent chain
 // first, then one lower name per level, each computed knowing its
 // directory's path (a prefix of the buffer, shared, not copied), so that
@@ -266,6 +272,11 @@ func (s *side) walk(n *node) (string, syscall.Errno) {
 		if parent == nil {
 			// Unlinked while open: only its file handles still reach it.
 			return "", syscall.ENOENT
+		}
+		if len(up) >= maxDepth {
+			// Never met in a tree without loops (Lookup refuses
+			// them): a bound rather than a walk without end.
+			return "", syscall.ELOOP
 		}
 		up = append(up, step{m, name})
 		m = parent.Operations().(*node)
