@@ -8,6 +8,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
 // dirHandle is an open directory. It keeps a descriptor of the lower
@@ -19,13 +21,26 @@ type dirHandle struct {
 	fd int
 
 	mu sync.Mutex
-	ds fs.DirStream
+	// The listing of the current pass (nil before the first read and
+	// after a rewind): the entries in plaintext, their lower names, and
+	// the index of the next entry to hand out. last is the index of the
+	// entry handed out last, which go-fuse looks up next in a
+	// READDIRPLUS (Lookup).
+	entries []fuse.DirEntry
+	lower   []string
+	next    int
+	last    int
 	// known is set for a listing made while the kernel still holds
 	// fresh entries of the directory's children (see Lookup); started
 	// is when the listing began, skipped whether it sent an entry
-	// without a lookup, looked whether it looked any up (READDIRPLUS).
-	known, skipped, looked bool
-	started                int64
+	// without a lookup. listed counts the entries handed to go-fuse
+	// ("." and ".." aside), looked those it looked up: a READDIRPLUS
+	// looks up each entry it sends, a plain READDIR (which the kernel
+	// asks instead with READDIRPLUS_AUTO) none.
+	// partial is set once a seek skipped entries of this pass.
+	known, skipped, partial bool
+	listed, looked          int
+	started                 int64
 }
 
 var (
@@ -54,26 +69,46 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.ds == nil {
-		ds, errno := d.n.Readdir(ctx)
-		if errno != 0 {
+	if d.entries == nil {
+		if errno := d.start(ctx); errno != 0 {
 			return nil, errno
 		}
-		d.ds = ds
-		d.n.readServed()
-		d.started = time.Now().UnixNano()
-		d.known, d.skipped, d.looked = d.n.listing(d.started), false, false
 	}
-	if !d.ds.HasNext() {
-		if d.known && d.looked && !d.skipped {
-			// Every entry was looked up after all (the kernel had
-			// forgotten them): as good as a full listing.
+	if d.next >= len(d.entries) {
+		if !d.skipped && !d.partial && d.looked >= d.listed {
+			// Every entry was looked up (READDIRPLUS throughout,
+			// nothing the kernel still held fresh): the kernel now
+			// holds each child's entry and attributes, from no
+			// earlier than the start of this listing.
 			d.n.listedAt(d.started)
 		}
 		return nil, 0
 	}
-	e, errno := d.ds.Next()
-	return &e, errno
+	e := d.entries[d.next]
+	d.last = d.next
+	d.next++
+	e.Off = uint64(d.next)
+	if e.Name != "." && e.Name != ".." {
+		d.listed++
+	}
+	return &e, 0
+}
+
+// start reads the directory for a new pass over its entries.
+func (d *dirHandle) start(ctx context.Context) syscall.Errno {
+	entries, lower, errno := d.n.readdirFd(ctx, d.fd)
+	if errno != 0 {
+		return errno
+	}
+	if entries == nil {
+		entries = []fuse.DirEntry{}
+	}
+	d.entries, d.lower, d.next, d.last = entries, lower, 0, -1
+	d.n.readServed()
+	d.started = time.Now().UnixNano()
+	d.known = d.n.listing(d.started)
+	d.skipped, d.partial, d.listed, d.looked = false, false, 0, 0
+	return 0
 }
 
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
@@ -81,20 +116,22 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	defer d.mu.Unlock()
 	if off == 0 {
 		// rewinddir(3): list again, so that changes since are seen.
-		d.ds = nil
+		d.entries, d.lower = nil, nil
 		return 0
 	}
-	if d.ds == nil {
-		ds, errno := d.n.Readdir(ctx)
-		if errno != 0 {
+	if d.entries == nil {
+		if errno := d.start(ctx); errno != 0 {
 			return errno
 		}
-		d.ds = ds
 	}
-	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
-		return sd.Seekdir(ctx, off)
+	// Entries before off are not sent again: this pass is no full
+	// listing.
+	d.partial = true
+	if off > uint64(len(d.entries)) {
+		return syscall.EINVAL
 	}
-	return syscall.ENOTSUP
+	d.next, d.last = int(off), -1
+	return 0
 }
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
@@ -129,6 +166,8 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 // of a tree not seen yet) still gets every entry's attributes in one
 // round trip.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.known {
 		if ch := d.n.GetChild(name); ch != nil {
 			if cn, ok := ch.Operations().(*node); !ok || !cn.kernelAtimeStale() {
@@ -137,26 +176,36 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 			}
 		}
 	}
-	d.looked = true
+	d.looked++
+	if i := d.last; i >= 0 && i < len(d.entries) && d.entries[i].Name == name && !names.IsLong(d.lower[i]) {
+		// The entry just read: looked up through the handle's own
+		// descriptor, under the lower name the listing read. (A long
+		// name goes the usual way, which checks it against its
+		// sidecar.)
+		return d.n.lookupIn(ctx, name, d.fd, d.lower[i], out)
+	}
 	return d.n.Lookup(ctx, name, out)
 }
 
 // listing starts a listing of directory n at now and reports whether the kernel
 // still holds fresh entries (and attributes) of every child that go-fuse
-// knows: those of the last full listing, for the first half of their
-// lifetime, and those looked up or made since, which are newer. When not,
-// the listing looks every entry up, and is the new last full listing.
-// Never with shared storage, where a READDIRPLUS is how changes made
-// behind the mount reach the kernel.
+// knows: those of the last full listing, for the first three quarters of
+// their lifetime (the quarter left is for the listing itself and the
+// stats that follow it; a big directory's first ls -l can take most of
+// the half that was used before), and those looked up or made since,
+// which are newer. An entry that expires before it is used after all
+// costs a LOOKUP round trip, about what sending it would have cost (an
+// ls -l asks again for the ACL of each entry sent). When not, the
+// listing looks every entry it sends in a READDIRPLUS up, and is the
+// new last full listing if all went that way (Readdirent). Never with
+// shared storage, where a READDIRPLUS is how changes made behind the
+// mount reach the kernel.
 func (n *node) listing(now int64) bool {
 	if n.r().sharedStorage {
 		return false
 	}
-	if last := n.dir().listed.Load(); last != 0 && now-last < int64(n.r().attrTTL/2) {
-		return true
-	}
-	n.listedAt(now)
-	return false
+	last := n.dir().listed.Load()
+	return last != 0 && now-last < int64(n.r().attrTTL*3/4)
 }
 
 // listedAt records a full listing of n begun at t.

@@ -19,20 +19,33 @@ var (
 )
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
+	return n.lookupIn(ctx, name, -1, "", out)
+}
+
+// lookupIn is Lookup. With dirFd >= 0 the entry is the one a listing of
+// n just read through dirFd, a descriptor of n's lower directory, under
+// the lower name lower: an entry of a READDIRPLUS, which needs no new
+// descriptor of the directory and no encryption of its name.
+func (n *node) lookupIn(ctx context.Context, name string, dirFd int, lower string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r().beginNamed(measure.OpLookup, n, name)
 	defer func() { o.end(errno) }()
 	m := n.r().main
-	e, errno := m.childAt(&o.a, n, name)
-	if errno != 0 {
-		// EPERM: the config's name with plaintext names, which is not
-		// in the view. A name over NAME_MAX keeps its ENAMETOOLONG,
-		// as natively, for every call that walks to it.
-		if errno == syscall.EPERM {
-			errno = syscall.ENOENT
+	var e entry
+	if dirFd >= 0 {
+		e = entry{dir: dirFd, name: lower}
+	} else {
+		e, errno = m.childAt(&o.a, n, name)
+		if errno != 0 {
+			// EPERM: the config's name with plaintext names, which is not
+			// in the view. A name over NAME_MAX keeps its ENAMETOOLONG,
+			// as natively, for every call that walks to it.
+			if errno == syscall.EPERM {
+				errno = syscall.ENOENT
+			}
+			return nil, errno
 		}
-		return nil, errno
+		defer m.done(e)
 	}
-	defer m.done(e)
 	if m.t.hidden(n.isRoot(), e.name) {
 		return nil, syscall.ENOENT
 	}

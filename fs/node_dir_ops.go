@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"io"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -482,6 +483,29 @@ func (n *node) Readdir(ctx context.Context) (ds fs.DirStream, errno syscall.Errn
 	return fs.NewListDirStream(entries), 0
 }
 
+// readdirFd lists directory n through fd, the descriptor of its lower
+// directory that an open directory handle holds (read again from the
+// start), as Readdir does. lower holds each entry's lower name.
+func (n *node) readdirFd(ctx context.Context, fd int) (entries []fuse.DirEntry, lower []string, errno syscall.Errno) {
+	o := n.r().begin(measure.OpReaddir, n)
+	defer func() { o.end(errno) }()
+	m := n.r().main
+	rel, errno := m.rel(&o.a, n)
+	if errno == 0 {
+		if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+			errno = toErrno(err)
+		}
+	}
+	if errno == 0 {
+		entries, lower, errno = m.readdirAt(&o.a, n, fd, rel)
+	}
+	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
+		_, errno := s.readdir(a, n)
+		return errno
+	})
+	return entries, lower, errno
+}
+
 // readdir lists directory n on side s in plaintext.
 func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
 	fd, rel, errno := s.openNode(a, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
@@ -489,18 +513,25 @@ func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
 		return nil, errno
 	}
 	defer syscall.Close(fd)
+	entries, _, errno := s.readdirAt(a, n, fd, rel)
+	return entries, errno
+}
+
+// readdirAt lists directory n on side s, open as fd at rel (read from
+// the descriptor's current offset), in plaintext; lower holds each
+// entry's lower name.
+func (s *side) readdirAt(a *acct, n *node, fd int, rel string) (entries []fuse.DirEntry, lower []string, errno syscall.Errno) {
 	d := s.loc(fd, rel, "")
 	if errno := s.t.openDir(a, n, d); errno != 0 {
-		return nil, errno
+		return nil, nil, errno
 	}
-	var entries []fuse.DirEntry
 	buf := make([]byte, 32<<10)
 	for {
 		t0 := a.now()
 		nb, err := unix.Getdents(fd, buf)
 		a.lowerSince(t0)
 		if err != nil {
-			return nil, toErrno(err)
+			return nil, nil, toErrno(err)
 		}
 		if nb == 0 {
 			break
@@ -520,7 +551,8 @@ func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
 				continue
 			}
 			entries = append(entries, fuse.DirEntry{Name: plain, Ino: ino, Mode: uint32(typ) << 12})
+			lower = append(lower, name)
 		}
 	}
-	return entries, 0
+	return entries, lower, 0
 }
