@@ -77,9 +77,46 @@ type Options struct {
 	// UringDepth is the number of ring entries per queue (0: the
 	// default of fs/uring).
 	UringDepth int
+	// Readdir is how listings reach the kernel: ReaddirPlus (the
+	// default when empty), ReaddirAuto or ReaddirPlain; see ParseReaddir.
+	Readdir string
 	// ringFallback is why a mount that asked for the ring was mounted
 	// again on /dev/fuse.
 	ringFallback string
+}
+
+// How listings reach the kernel (Options.Readdir). Measured at 10^5
+// files in one directory in docs/scale.md ("READDIRPLUS"); in directories
+// of up to about 190 entries (one reply) the three are the same but for
+// plain.
+const (
+	// ReaddirPlus (the default) answers every listing with READDIRPLUS:
+	// each entry comes with its attributes, so that the stat of every
+	// entry that ls -l, du, rm -r, rsync and the like make next costs
+	// no round trip.
+	ReaddirPlus = "plus"
+	// ReaddirAuto lets the kernel choose per reply (READDIRPLUS_AUTO):
+	// READDIRPLUS for a listing's first reply and after a program used
+	// an entry it got so, plain READDIR otherwise. A listing of names
+	// alone (ls -f, find -name) of a big directory is several times
+	// cheaper; a program that reads a whole big directory before it
+	// stats the entries (du, rm -r: fts) pays a LOOKUP round trip per
+	// entry.
+	ReaddirAuto = "auto"
+	// ReaddirPlain answers every listing with names alone, as securefs
+	// does: every stat after a listing costs a LOOKUP round trip.
+	ReaddirPlain = "plain"
+)
+
+// ParseReaddir checks a --readdir value ("" is ReaddirPlus).
+func ParseReaddir(s string) (string, error) {
+	switch s {
+	case "":
+		return ReaddirPlus, nil
+	case ReaddirPlus, ReaddirAuto, ReaddirPlain:
+		return s, nil
+	}
+	return "", fmt.Errorf("unknown readdir mode %q (want plus, auto or plain)", s)
 }
 
 // CacheTimeout is how long the kernel may keep a name (or its absence)
@@ -203,6 +240,15 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// us (DONT_MASK), because a default ACL overrides it (see umask.go).
 	opts.MountOptions.EnableAcl = true
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
+	switch o.Readdir {
+	case ReaddirAuto:
+		// The kernel asks READDIRPLUS for the first reply of a listing
+		// and for those after which a program used an entry it got
+		// so; plain READDIR otherwise.
+		opts.MountOptions.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
+	case ReaddirPlain:
+		opts.MountOptions.DisableReadDirPlus = true
+	}
 	var raw fuse.RawFileSystem = &umaskRaw{&killPriv{fs.NewNodeFS(r.rootNode, opts)}}
 	if r.twin != nil {
 		// After NewNodeFS: the root node lists like any other.

@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/measure"
@@ -270,6 +273,114 @@ func TestReaddirPlusEntries(t *testing.T) {
 				if got := show(&st); got != w || st.Ino != inos[name] {
 					t.Errorf("%.20s by LOOKUP: %s ino %d, after READDIRPLUS ino %d, want %s", name, got, st.Ino, inos[name], w)
 				}
+			}
+		})
+	}
+}
+
+// listCounter counts the listing requests a mount gets.
+type listCounter struct {
+	fuse.RawFileSystem
+	plain, plus, lookups atomic.Int64
+}
+
+func (c *listCounter) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	c.plain.Add(1)
+	return c.RawFileSystem.ReadDir(cancel, in, out)
+}
+
+func (c *listCounter) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	c.plus.Add(1)
+	return c.RawFileSystem.ReadDirPlus(cancel, in, out)
+}
+
+func (c *listCounter) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	c.lookups.Add(1)
+	return c.RawFileSystem.Lookup(cancel, h, name, out)
+}
+
+// TestReaddirModes: with each --readdir mode a directory of several
+// replies lists the same names and attributes as natively, through the
+// requests the mode promises: READDIRPLUS only (plus), READDIRPLUS for
+// the first reply and plain READDIR for a listing of names alone (auto),
+// READDIR only (plain); and an lstat of every entry after a names-only
+// listing costs a LOOKUP per entry with auto and plain, none with plus.
+func TestReaddirModes(t *testing.T) {
+	requireFUSE(t)
+	const n = 3000 // several replies of READDIRPLUS and of READDIR
+	for _, mode := range []string{ReaddirPlus, ReaddirAuto, ReaddirPlain} {
+		t.Run(mode, func(t *testing.T) {
+			tm := newVolume(t, variants[0])
+			tm.mount(t)
+			native := filepath.Join(t.TempDir(), "d")
+			must(t, os.Mkdir(native, 0755))
+			must(t, os.Mkdir(filepath.Join(tm.mnt, "d"), 0755))
+			for _, root := range []string{native, filepath.Join(tm.mnt, "d")} {
+				for i := 0; i < n; i++ {
+					must(t, os.WriteFile(filepath.Join(root, fmt.Sprintf("f%04d", i)), make([]byte, i%50), 0644))
+				}
+			}
+			tm.unmountNow(t)
+			tm.unmounted = false
+
+			o := Options{Lower: tm.lower, Config: tm.cfg, MasterKey: tm.master, Log: zerolog.New(tm.log), Readdir: mode}
+			r, err := newRoot(o)
+			must(t, err)
+			var c *listCounter
+			srv, err := r.serve(tm.mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
+				c = &listCounter{RawFileSystem: raw}
+				return c
+			})
+			must(t, err)
+			tm.served(t, srv)
+			d := filepath.Join(tm.mnt, "d")
+
+			// Names alone (ls -f, find -name).
+			names := func(dir string) []string {
+				f, err := os.Open(dir)
+				must(t, err)
+				defer f.Close()
+				l, err := f.Readdirnames(-1)
+				must(t, err)
+				sort.Strings(l)
+				return l
+			}
+			got, want := names(d), names(native)
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Fatalf("%d names listed, want %d", len(got), len(want))
+			}
+			plain, plus := c.plain.Load(), c.plus.Load()
+			switch mode {
+			case ReaddirPlus:
+				if plain != 0 || plus < 2 {
+					t.Errorf("plus: %d READDIR, %d READDIRPLUS; want READDIRPLUS only", plain, plus)
+				}
+			case ReaddirAuto:
+				if plus != 1 || plain < 2 {
+					t.Errorf("auto: %d READDIR, %d READDIRPLUS; want one READDIRPLUS, then READDIR", plain, plus)
+				}
+			case ReaddirPlain:
+				if plus != 0 || plain < 2 {
+					t.Errorf("plain: %d READDIR, %d READDIRPLUS; want READDIR only", plain, plus)
+				}
+			}
+
+			// Then an lstat of each (what fts does in du and rm -r).
+			l0 := c.lookups.Load()
+			for _, name := range got {
+				var st, nst syscall.Stat_t
+				must(t, syscall.Lstat(filepath.Join(d, name), &st))
+				must(t, syscall.Lstat(filepath.Join(native, name), &nst))
+				if st.Size != nst.Size || st.Mode != nst.Mode {
+					t.Fatalf("%s: size %d mode %o, natively %d %o", name, st.Size, st.Mode, nst.Size, nst.Mode)
+				}
+			}
+			lookups := c.lookups.Load() - l0
+			if mode == ReaddirPlus && lookups != 0 {
+				t.Errorf("plus: %d LOOKUPs after the listing, want 0", lookups)
+			}
+			if mode != ReaddirPlus && lookups < n/2 {
+				t.Errorf("%s: %d LOOKUPs after a listing of names, want one for most of %d entries", mode, lookups, n)
 			}
 		})
 	}

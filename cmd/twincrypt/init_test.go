@@ -147,3 +147,14 @@ func TestChildArgsCarrySharedStorage(t *testing.T) {
 		}
 	}
 }
+
+// The background process mounts with the --readdir mode asked for.
+func TestChildArgsCarryReaddir(t *testing.T) {
+	plan := &mountPlan{lower: "/l", mnt: "/m"}
+	for mode, want := range map[string]string{"": "", "plus": "", "auto": " --readdir auto ", "plain": " --readdir plain "} {
+		got := strings.Join(childArgs(mountFlags{readdir: mode}, plan), " ")
+		if has := strings.Contains(got, " --readdir "); has != (want != "") || (want != "" && !strings.Contains(got, want)) {
+			t.Errorf("readdir %q: childArgs = %q", mode, got)
+		}
+	}
+}

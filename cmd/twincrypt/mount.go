@@ -28,6 +28,7 @@ type mountFlags struct {
 	kernelPassthrough bool
 	sharedStorage     bool
 	transport         string
+	readdir           string
 	uringDepth        int
 	ro                bool
 	opts              []string
@@ -84,6 +85,14 @@ the ring is up) and falls back to /dev/fuse, saying why, where the kernel cannot
 is uring where the kernel has it. The log's first line names the transport,
 and so does 'twincrypt stats'. See docs/uring.md.
 
+--readdir picks how listings reach the kernel: plus (the default) sends each
+entry with its attributes, so that ls -l, du, rm -r and rsync stat every
+entry without a round trip; auto lets the kernel ask for names alone past a
+listing's first reply unless the program uses the entries as it lists (ls -f
+and find -name over directories of thousands of entries become several times
+faster, du and rm -r of them slower); plain always sends names alone. See
+docs/scale.md.
+
 Mount options (-o, comma separated, may repeat):
   allow_other   let other users access the mount (needs user_allow_other in
                 /etc/fuse.conf when not root)
@@ -95,7 +104,8 @@ Mount options (-o, comma separated, may repeat):
 mount(8) and /etc/fstab reach twincrypt through fuse3's mount.fuse3 as
 'twincrypt LOWER MNT -o OPTIONS' (type fuse.twincrypt), which is this
 command with --background --quiet; -o there also takes passfile=FILE,
-log=FILE, oplog=FILE, summary=FILE, passthrough, shared_storage and rw, and accepts fstab's
+log=FILE, oplog=FILE, summary=FILE, passthrough, shared_storage, transport=,
+readdir= and rw, and accepts fstab's
 own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
 README and docs/systemd/.
 
@@ -128,6 +138,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
 	fl.StringVar(&f.transport, "transport", fs.DefaultTransport, "how requests reach the daemon: `dev` (/dev/fuse), uring (FUSE over io_uring) or auto")
+	fl.StringVar(&f.readdir, "readdir", fs.ReaddirPlus, "how listings reach the kernel: `plus` (entries with attributes), auto (the kernel chooses) or plain (names only)")
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`, default 8)")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
 	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec (comma separated)")
@@ -223,6 +234,9 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 	if _, err := fs.ParseTransport(f.transport); err != nil {
 		return usageErrorf("--transport: %v", err)
 	}
+	if _, err := fs.ParseReaddir(f.readdir); err != nil {
+		return usageErrorf("--readdir: %v", err)
+	}
 	plan, err := planMount(f, lowerArg, mntArg)
 	if err != nil {
 		return masterKeyHint(f, err)
@@ -316,6 +330,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			KernelPassthrough: f.kernelPassthrough,
 			SharedStorage:     f.sharedStorage,
 			Transport:         f.transport,
+			Readdir:           f.readdir,
 			UringDepth:        f.uringDepth,
 			Debug:             plan.opts.debug,
 			Log:               log,

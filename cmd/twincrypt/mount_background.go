@@ -48,6 +48,9 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.transport != "" && f.transport != fs.DefaultTransport {
 		args = append(args, "--transport", f.transport)
 	}
+	if f.readdir != "" && f.readdir != fs.ReaddirPlus {
+		args = append(args, "--readdir", f.readdir)
+	}
 	if f.uringDepth != 0 {
 		args = append(args, "--uring-depth", strconv.Itoa(f.uringDepth))
 	}

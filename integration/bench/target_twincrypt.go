@@ -24,12 +24,14 @@ type twincrypt struct {
 	cipher string // "aes-xts", "aes-cbc"; "" for the twin
 	// transport is mount --transport ("" for the default, /dev/fuse).
 	transport string
-	lower     string
-	mnt       string
-	passfile  string
-	summary   string
-	d         daemon
-	stats     *measure.Snapshot
+	// readdir is mount --readdir ("" for the default, plus).
+	readdir  string
+	lower    string
+	mnt      string
+	passfile string
+	summary  string
+	d        daemon
+	stats    *measure.Snapshot
 }
 
 // NewTwin returns the passthrough twin: the same FUSE code with the cipher
@@ -48,10 +50,20 @@ func NewUring(o TargetOptions, cipher string) Target {
 	return &twincrypt{exe: o.Exe, cipher: cipher, transport: "uring"}
 }
 
+// NewReaddir returns the twin (cipher "") or an encrypted volume mounted
+// with --readdir mode: "crypt-xts-rdauto", "twin-rdplain", to set side
+// by side with their READDIRPLUS selves (docs/scale.md).
+func NewReaddir(o TargetOptions, cipher, mode string) Target {
+	return &twincrypt{exe: o.Exe, cipher: cipher, readdir: mode}
+}
+
 func (t *twincrypt) Name() string {
 	suffix := ""
 	if t.transport != "" {
 		suffix = "-" + t.transport
+	}
+	if t.readdir != "" {
+		suffix += "-rd" + t.readdir
 	}
 	switch t.cipher {
 	case "":
@@ -108,6 +120,9 @@ func (t *twincrypt) Mount(ctx context.Context) (string, error) {
 	}
 	if t.transport != "" {
 		args = append(args, "--transport", t.transport)
+	}
+	if t.readdir != "" {
+		args = append(args, "--readdir", t.readdir)
 	}
 	out, err := run(ctx, nil, "", t.exe, append(args, t.lower, t.mnt)...)
 	if err != nil {
