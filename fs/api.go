@@ -141,7 +141,7 @@ const SharedCacheTimeout = time.Second
 // Mount mounts the filesystem described by o at mnt and returns the running
 // server; call Unmount on it (or umount the path) to stop, and Wait to block
 // until it is gone. It uses DirectMount when running as root and fusermount3
-// otherwise, a 1 MiB max write and 4 MiB readahead (Readahead).
+// otherwise, a 1 MiB max write and 1 MiB readahead.
 func Mount(mnt string, o Options) (*fuse.Server, error) {
 	_, srv, err := mountRoot(mnt, o)
 	return srv, err
@@ -309,7 +309,7 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		asked, ringErr = TransportUring, errors.New(o.ringFallback)
 	}
 	endTransport := finishTransport(srv, o, asked, ring, ringErr, mnt)
-	raiseReadahead(mnt, Readahead, o.Log)
+	raiseReadahead(mnt, opts.MaxReadAhead, o.Log)
 	ended := make(chan struct{})
 	ends.Store(srv, ended)
 	go func() {
@@ -492,23 +492,12 @@ func ensureRootDirIV(s *side, t *cryptTransform, readOnly bool) error {
 	return nil
 }
 
-// Readahead is the kernel readahead of a mount, in bytes: four READ
-// requests of the largest size (1 MiB). With the window no larger than
-// one request, a sequential reader had about one READ in flight and the
-// daemon worked on one core; with four, the kernel sends the next READs
-// while the daemon serves one, and both cores serve them. 512 MiB read
-// cold with dd bs=1M, medians of 5, AMD EPYC (VAES): twin 2781 -> 3407
-// MiB/s, crypt-xts 2249 -> 2559 MiB/s (2 MiB gave half the gain, 8 and
-// 16 MiB no more); random page faults of an mmap (which read around by
-// this window) cost the same (about 1 ms each either way).
-const Readahead = 4 << 20
-
 // raiseReadahead sets the kernel readahead of the mount to max bytes. The
-// kernel caps a new FUSE mount's backing device at its default (128 KiB),
-// whatever the handshake asks, so sequential reads would come in 128 KiB
-// requests, eight round trips per MiB; the cap is lifted through the
-// backing device's read_ahead_kb in sysfs, which root may write. Best
-// effort: without it reads are correct, only smaller.
+// FUSE handshake asks for it, but the kernel caps a new mount's backing
+// device at its default (128 KiB), so sequential reads would come in
+// 128 KiB requests, eight round trips per MiB; the cap is lifted through
+// the backing device's read_ahead_kb in sysfs, which root may write.
+// Best effort: without it reads are correct, only smaller.
 func raiseReadahead(mnt string, max int, log zerolog.Logger) {
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err != nil {

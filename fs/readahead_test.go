@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
-// TestReadahead: the mount's backing device reads ahead Readahead (4 MiB),
-// not the kernel's 128 KiB default, so that a sequential reader gets
-// 1 MiB READ requests, several in flight.
+// TestReadahead: the mount's backing device reads ahead 1 MiB (the FUSE
+// handshake's max_readahead), not the kernel's 128 KiB default, so that a
+// sequential reader gets 1 MiB READ requests.
 func TestReadahead(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("raising the readahead needs root (sysfs)")
@@ -27,7 +28,7 @@ func TestReadahead(t *testing.T) {
 			if err != nil {
 				t.Skipf("no sysfs entry for the mount's backing device: %v", err)
 			}
-			if got, want := strings.TrimSpace(string(b)), fmt.Sprint(Readahead/1024); got != want {
+			if got, want := strings.TrimSpace(string(b)), fmt.Sprint(fuse.MAX_KERNEL_WRITE/1024); got != want {
 				t.Errorf("%s = %s, want %s", p, got, want)
 			}
 		})
