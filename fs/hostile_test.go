@@ -716,6 +716,11 @@ func TestHostileDirectoryLoop(t *testing.T) {
 					t.Errorf("lstat %s through the loop: %v, want ELOOP", p, err)
 				}
 			}
+			// A listing of a/b names c (its READDIRPLUS lookup of c is
+			// refused the same way) and stays usable.
+			if names, err := os.ReadDir(filepath.Join(tm.mnt, "a", "b")); err != nil || len(names) != 1 || names[0].Name() != "c" {
+				t.Errorf("listing of a/b: %v, %v; want c", names, err)
+			}
 			if err := os.WriteFile(filepath.Join(tm.mnt, "a", "b", "c", "new"), nil, 0644); !errors.Is(err, syscall.ELOOP) {
 				t.Errorf("create through the loop: %v, want ELOOP", err)
 			}

@@ -96,7 +96,12 @@ func (n *node) lookupIn(ctx context.Context, name string, dirFd int, lower strin
 		// go-fuse would hand back that very node and make its tree a
 		// cycle, which every path walk through it would follow for
 		// ever. The kernel refuses such an alias the same way (ELOOP).
-		n.r().log.Warn().Str("lower", m.show(join(e.dirRel, e.name))).
+		dirRel := e.dirRel
+		if dirFd >= 0 {
+			// Looked up through a listing's descriptor: no path yet.
+			dirRel, _ = m.rel(untimed, n)
+		}
+		n.r().log.Warn().Str("lower", m.show(join(dirRel, e.name))).
 			Msg("a lower directory that is its own ancestor (a loop in LOWER): ELOOP")
 		return nil, syscall.ELOOP
 	}

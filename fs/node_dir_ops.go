@@ -22,7 +22,6 @@ var (
 	_ = (fs.NodeReadlinker)((*node)(nil))
 	_ = (fs.NodeLinker)((*node)(nil))
 	_ = (fs.NodeMknoder)((*node)(nil))
-	_ = (fs.NodeReaddirer)((*node)(nil))
 )
 
 // euid is the daemon's effective user ID.
@@ -469,23 +468,9 @@ func (n *node) Readlink(ctx context.Context) (target []byte, errno syscall.Errno
 	return target, errno
 }
 
-func (n *node) Readdir(ctx context.Context) (ds fs.DirStream, errno syscall.Errno) {
-	o := n.r().begin(measure.OpReaddir, n)
-	defer func() { o.end(errno) }()
-	entries, errno := n.r().main.readdir(&o.a, n)
-	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
-		_, errno := s.readdir(a, n)
-		return errno
-	})
-	if errno != 0 {
-		return nil, errno
-	}
-	return fs.NewListDirStream(entries), 0
-}
-
 // readdirFd lists directory n through fd, the descriptor of its lower
 // directory that an open directory handle holds (read again from the
-// start), as Readdir does. lower holds each entry's lower name.
+// start). lower holds each entry's lower name.
 func (n *node) readdirFd(ctx context.Context, fd int) (entries []fuse.DirEntry, lower []string, errno syscall.Errno) {
 	o := n.r().begin(measure.OpReaddir, n)
 	defer func() { o.end(errno) }()
