@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/twincrypt/twincrypt/fs/uring"
+	"golang.org/x/sys/unix"
 )
 
 // requireUringKernel skips, saying why, where FUSE over io_uring cannot
@@ -216,9 +219,10 @@ func TestUringAbortStalledDaemon(t *testing.T) {
 // a hang, when the daemon serving it over the ring is killed (SIGKILL).
 // The daemon is this test binary re-executed (TestUringDaemonHelper); the
 // client's request holds the thread of its CPU's queue. (The client waits
-// until the daemon has finished mounting: go-fuse's WaitMount makes a
-// request on the daemon's own mount, and a daemon killed while one of its
-// own threads waits on its own ring never exits; see docs/uring.md.)
+// until the daemon has finished mounting, only so that its request is the
+// one held. The daemon makes no request on its own mount, which matters:
+// a daemon killed while one of its own threads waits on its own ring never
+// exits, see docs/uring.md and TestDaemonLeavesItsMountAlone.)
 func TestUringKilledDaemon(t *testing.T) {
 	requireUringKernel(t)
 	tm := newVolume(t, variants[2])
@@ -342,5 +346,113 @@ func TestUringWaitsForInit(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "no INIT within") {
 		t.Fatalf("Start before INIT: %v, want a wait for INIT", err)
+	}
+}
+
+// slowReadFS holds every READ of uring.OffloadMin bytes or more until
+// release is closed, after saying so on arrived.
+type slowReadFS struct {
+	fuse.RawFileSystem
+	arrived chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (s *slowReadFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	if in.Size >= uring.OffloadMin {
+		s.once.Do(func() { close(s.arrived) })
+		<-s.release
+	}
+	return s.RawFileSystem.Read(cancel, in, buf)
+}
+
+// onCPU runs f on a thread pinned to cpu, so that its FUSE requests go to
+// that CPU's ring queue.
+func onCPU(t *testing.T, cpu int, f func()) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			errc <- err
+			return
+		}
+		errc <- nil
+		f()
+	}()
+	if err := <-errc; err != nil {
+		t.Skipf("cannot pin a thread to CPU %d: %v", cpu, err)
+	}
+}
+
+// TestUringOffloadKeepsQueueServing: a large READ is answered off its
+// queue's thread, so that while it takes long (here: held by the daemon),
+// the other requests of the same CPU's queue are still answered. The
+// reader and the second caller run pinned to one CPU, whose queue gets
+// both; a queue that answered its requests one after another would leave
+// the LOOKUP waiting behind the READ. The READ's data must then arrive
+// whole.
+func TestUringOffloadKeepsQueueServing(t *testing.T) {
+	requireUringKernel(t)
+	tm := newVolume(t, variants[2])
+	want := bytes.Repeat([]byte("offloaded read, "), 1<<20/16)
+	must(t, os.WriteFile(filepath.Join(tm.lower, "big"), want, 0644))
+	slow := &slowReadFS{arrived: make(chan struct{}), release: make(chan struct{})}
+	o := Options{Lower: tm.lower, Log: zerolog.New(tm.log), Transport: TransportUring}
+	r, err := newRoot(o)
+	must(t, err)
+	srv, err := r.serve(tm.mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
+		slow.RawFileSystem = raw
+		return slow
+	})
+	must(t, err)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(slow.release) }) }
+	t.Cleanup(func() {
+		release()
+		syscall.Unmount(tm.mnt, syscall.MNT_DETACH)
+		WaitEnd(srv)
+	})
+	if TransportOf(srv).Name != TransportUring {
+		t.Fatalf("transport %s, want uring", TransportOf(srv))
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	read := make(chan result, 1)
+	onCPU(t, 0, func() {
+		b, err := os.ReadFile(filepath.Join(tm.mnt, "big"))
+		read <- result{b, err}
+	})
+	select {
+	case <-slow.arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no large READ reached the daemon in 30 s")
+	}
+	looked := make(chan error, 1)
+	onCPU(t, 0, func() {
+		_, err := os.Lstat(filepath.Join(tm.mnt, "no-such-name"))
+		looked <- err
+	})
+	select {
+	case err := <-looked:
+		if !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("lstat while a READ is held: %v, want ENOENT", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a LOOKUP on the same queue got no answer in 10 s while a large READ was held: the queue answers one request at a time")
+	}
+	release()
+	select {
+	case res := <-read:
+		if res.err != nil || !bytes.Equal(res.b, want) {
+			t.Fatalf("read %d bytes (%v), want the %d written", len(res.b), res.err, len(want))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held READ never completed once released")
 	}
 }
