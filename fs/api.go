@@ -277,6 +277,15 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 			opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 		}
 	}
+	// The mount point as the kernel will show it in mountinfo, resolved
+	// while it is still a plain directory (see raiseReadahead).
+	shown := mnt
+	if abs, err := filepath.Abs(mnt); err == nil {
+		shown = abs
+	}
+	if p, err := filepath.EvalSymlinks(shown); err == nil {
+		shown = p
+	}
 	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
 		if releaseParam != nil {
@@ -295,21 +304,20 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 			return nil, err
 		}
 	}
+	// The mount is up: on Linux go-fuse mounts (mount(2) or fusermount)
+	// inside NewServer, before it answers INIT. srv.WaitMount would only
+	// add go-fuse's poll hack, an open and a poll of a file on the new
+	// mount from this process, for a daemon that reads its own mount
+	// through Go's poller. This one never touches its own mount: a daemon
+	// killed while one of its own threads waits on a request of its own
+	// ring never exits (Linux 6.18, docs/uring.md), and a client's first
+	// poll gets ENOSYS from go-fuse just as the hack's did.
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		// The serve loop ends by itself when the mount never came up.
-		if ring != nil {
-			ring.Stop()
-			ring.Wait()
-		}
-		r.close()
-		return nil, fmt.Errorf("mount %s: %w", mnt, err)
-	}
 	if o.ringFallback != "" {
 		asked, ringErr = TransportUring, errors.New(o.ringFallback)
 	}
 	endTransport := finishTransport(srv, o, asked, ring, ringErr, mnt)
-	raiseReadahead(mnt, opts.MaxReadAhead, o.Log)
+	raiseReadahead(shown, opts.MaxReadAhead, o.Log)
 	ended := make(chan struct{})
 	ends.Store(srv, ended)
 	go func() {
@@ -492,18 +500,22 @@ func ensureRootDirIV(s *side, t *cryptTransform, readOnly bool) error {
 	return nil
 }
 
-// raiseReadahead sets the kernel readahead of the mount to max bytes. The
-// FUSE handshake asks for it, but the kernel caps a new mount's backing
-// device at its default (128 KiB), so sequential reads would come in
-// 128 KiB requests, eight round trips per MiB; the cap is lifted through
-// the backing device's read_ahead_kb in sysfs, which root may write.
-// Best effort: without it reads are correct, only smaller.
+// raiseReadahead sets the kernel readahead of the mount at mnt (an
+// absolute path without symlinks) to max bytes. The FUSE handshake asks
+// for it, but the kernel caps a new mount's backing device at its default
+// (128 KiB), so sequential reads would come in 128 KiB requests, eight
+// round trips per MiB; the cap is lifted through the backing device's
+// read_ahead_kb in sysfs, which root may write. The device number comes
+// from /proc/self/mountinfo, not from a stat of the mount point, which
+// would be a request of the daemon on its own mount. Best effort: without
+// it reads are correct, only smaller.
 func raiseReadahead(mnt string, max int, log zerolog.Logger) {
-	var st unix.Stat_t
-	if err := unix.Stat(mnt, &st); err != nil {
+	dev, err := mountDevice(mnt)
+	if err != nil {
+		log.Debug().Err(err).Msg("readahead stays at the kernel's default")
 		return
 	}
-	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", dev>>20, dev&(1<<20-1))
 	if err := os.WriteFile(p, []byte(strconv.Itoa(max/1024)), 0); err != nil {
 		log.Debug().Err(err).Str("sysfs", p).Msg("readahead stays at the kernel's default")
 	}
