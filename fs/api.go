@@ -68,6 +68,11 @@ type Options struct {
 	// plaintext on disk: a measuring tool for non-secret data. It must
 	// start as a copy of the mount's plaintext (empty for a new volume).
 	Mirror string
+	// Daemon says that the mounting process never uses the mount itself
+	// (twincrypt mount's daemon): mounting then makes no request on it at
+	// all. Without it, go-fuse's poll hack runs on the new mount, which a
+	// process that opens files on its own mount needs (see serve).
+	Daemon bool
 	// Transport is how requests travel: TransportDev (/dev/fuse),
 	// TransportUring (FUSE over io_uring, falling back to /dev/fuse with
 	// the reason logged when the kernel cannot) or TransportAuto (the
@@ -305,14 +310,30 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 		}
 	}
 	// The mount is up: on Linux go-fuse mounts (mount(2) or fusermount)
-	// inside NewServer, before it answers INIT. srv.WaitMount would only
-	// add go-fuse's poll hack, an open and a poll of a file on the new
-	// mount from this process, for a daemon that reads its own mount
-	// through Go's poller. This one never touches its own mount: a daemon
-	// killed while one of its own threads waits on a request of its own
-	// ring never exits (Linux 6.18, docs/uring.md), and a client's first
-	// poll gets ENOSYS from go-fuse just as the hack's did.
+	// inside NewServer, before it answers INIT. What srv.WaitMount adds
+	// is go-fuse's poll hack: an open and a poll of a file on the new
+	// mount, so that the kernel learns at once that POLL is not
+	// implemented. A process that opens files on its own mount needs it:
+	// Go registers every file it opens with epoll, epoll_ctl sends a POLL
+	// and waits for it holding a P the garbage collector cannot stop, and
+	// a stop-the-world then waits for ever while the readers that would
+	// answer are stopped (seen in our tests). twincrypt's daemon never
+	// opens its own mount (Options.Daemon), and it must not make any
+	// request on it: a daemon killed while one of its own threads waits
+	// on a request of its own ring never exits (Linux 6.18,
+	// docs/uring.md). Its clients' first poll gets ENOSYS all the same.
 	go srv.Serve()
+	if !o.Daemon {
+		if err := srv.WaitMount(); err != nil {
+			// The serve loop ends by itself when the mount never came up.
+			if ring != nil {
+				ring.Stop()
+				ring.Wait()
+			}
+			r.close()
+			return nil, fmt.Errorf("mount %s: %w", mnt, err)
+		}
+	}
 	if o.ringFallback != "" {
 		asked, ringErr = TransportUring, errors.New(o.ringFallback)
 	}

@@ -282,7 +282,7 @@ func TestUringDaemonHelper(t *testing.T) {
 	if mnt == "" {
 		t.Skip("helper process of TestUringKilledDaemon")
 	}
-	o := Options{Lower: lower, Log: zerolog.New(os.Stderr), Transport: TransportUring}
+	o := Options{Lower: lower, Log: zerolog.New(os.Stderr), Transport: TransportUring, Daemon: true}
 	r, err := newRoot(o)
 	must(t, err)
 	srv, err := r.serve(mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
