@@ -30,9 +30,18 @@ const (
 	TransportAuto = "auto"
 )
 
-// DefaultTransport is the transport of a mount that names none: /dev/fuse,
-// until the ring has proven itself faster (docs/uring.md).
+// DefaultTransport is the transport of a mount made through this package
+// that names none: /dev/fuse. A program that mounts in its own process and
+// also uses the mount (tests, tools built on this package) should stay on
+// it: a process killed while one of its threads waits on a request of its
+// own ring never exits (Linux 6.18, docs/uring.md).
 const DefaultTransport = TransportDev
+
+// DaemonTransport is the transport of twincrypt's own daemon (twincrypt
+// mount) when none is named: the ring where the kernel has it. The daemon
+// makes no request on its own mount, so the case above cannot arise, and
+// the ring is faster on every workload of the bench (docs/uring.md).
+const DaemonTransport = TransportAuto
 
 // ParseTransport checks a --transport value.
 func ParseTransport(s string) (string, error) {
@@ -110,6 +119,11 @@ func acquireUringParam(log zerolog.Logger) (release func(), err error) {
 	}
 	lock, err := os.OpenFile(uringParamLock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0600)
 	if err != nil {
+		// Not root: nothing to switch, so nothing to serialise; the ring
+		// is there if the administrator switched it on.
+		if b, rerr := os.ReadFile(enableUringParam); rerr == nil && strings.TrimSpace(string(b)) == "Y" {
+			return func() {}, nil
+		}
 		return nil, fmt.Errorf("lock for %s: %w", enableUringParam, err)
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
@@ -361,7 +375,13 @@ func finishTransport(srv *fuse.Server, o Options, asked string, t *uring.Transpo
 		}
 	}
 	transports.Store(srv, info)
-	o.Log.Info().Msgf("mount %s: transport %s", mnt, info)
+	if asked == TransportUring && info.Name != TransportUring {
+		// Asked for by name: not having it is worth a warning; auto's
+		// fallback is only news.
+		o.Log.Warn().Msgf("mount %s: transport %s", mnt, info)
+	} else {
+		o.Log.Info().Msgf("mount %s: transport %s", mnt, info)
+	}
 	return func() {
 		if t != nil {
 			// The kernel hands every entry back when the connection

@@ -11,15 +11,19 @@ go test -count=1 -timeout 20m "$@" ./...
 # without root): its last line is "crash states: N explored, M violations".
 go run ./integration/crashsim/cmd/crashstates -size short
 
-# The ring transport: the differential tester, posixtest, the fault, crash
-# and ring tests and the real-app tests again over FUSE over io_uring
-# (mount --transport uring).
+# The other transport: the differential tester, posixtest, the fault and
+# ring tests and the real-app tests (in-process mounts, /dev/fuse by
+# default) again over FUSE over io_uring; the crash tests (twincrypt mount,
+# the ring by default) again over /dev/fuse.
 # Where the kernel has no ring (or we are not root) they skip, saying why;
 # a mount that falls back to /dev/fuse skips its test rather than pass.
 if [ $# -eq 0 ]; then
 	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
 		-run 'TestDifferential|TestPosix$|TestFault|TestUring|TestCacheSeesDaemonChanges' ./fs
-	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
+	# twincrypt mount's own default is auto (the ring where the kernel
+	# has it), which the plain run above used: its crash tests again,
+	# pinned to /dev/fuse.
+	TWINCRYPT_TEST_TRANSPORT=dev go test -count=1 -timeout 30m \
 		-run 'TestCrash|TestMountTransport' ./cmd/twincrypt
 	# The real programs (tar, git, sqlite, make, cc, cp, rsync, Go's os
 	# tests, mmap) on every variant over the ring.

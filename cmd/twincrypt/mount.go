@@ -77,13 +77,14 @@ changes made behind the mount show within a second, at the cost of more
 lookups. Without it the kernel keeps them for 30 s: right and faster when
 every change goes through this mount.
 
---transport picks how the kernel's requests reach the daemon: dev (the
-default) reads and writes /dev/fuse; uring uses FUSE over io_uring (Linux
-6.14+: one queue of --uring-depth entries per CPU; twincrypt switches the fuse
-module's enable_uring on for the mount's start if needed, and back off once
-the ring is up) and falls back to /dev/fuse, saying why, where the kernel cannot; auto
-is uring where the kernel has it. The log's first line names the transport,
-and so does 'twincrypt stats'. See docs/uring.md.
+--transport picks how the kernel's requests reach the daemon: auto (the
+default) is FUSE over io_uring where the kernel has it (Linux 6.14+, one queue
+of --uring-depth entries per CPU; as root twincrypt switches the fuse module's
+enable_uring on for the mount's start if needed, and back off once the ring is
+up), else /dev/fuse; dev always reads and writes /dev/fuse; uring asks for the
+ring like auto, and a mount that cannot have it says so as a warning. The
+log's first line names the transport and why a mount is on /dev/fuse, and so
+does 'twincrypt stats'. See docs/uring.md.
 
 --readdir picks how listings reach the kernel: plus (the default) sends each
 entry with its attributes, so that ls -l, du, rm -r and rsync stat every
@@ -137,7 +138,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
-	fl.StringVar(&f.transport, "transport", fs.DefaultTransport, "how requests reach the daemon: `dev` (/dev/fuse), uring (FUSE over io_uring) or auto")
+	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it), dev (/dev/fuse) or uring (FUSE over io_uring)")
 	fl.StringVar(&f.readdir, "readdir", fs.ReaddirPlus, "how listings reach the kernel: `plus` (entries with attributes), auto (the kernel chooses) or plain (names only)")
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`, default 8)")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
@@ -334,6 +335,8 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			UringDepth:        f.uringDepth,
 			Debug:             plan.opts.debug,
 			Log:               log,
+			// This process serves the mount and never uses it.
+			Daemon: true,
 		})
 		return err
 	})

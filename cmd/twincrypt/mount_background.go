@@ -45,7 +45,7 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.sharedStorage {
 		args = append(args, "--shared-storage")
 	}
-	if f.transport != "" && f.transport != fs.DefaultTransport {
+	if f.transport != "" && f.transport != fs.DaemonTransport {
 		args = append(args, "--transport", f.transport)
 	}
 	if f.readdir != "" && f.readdir != fs.ReaddirPlus {

@@ -44,8 +44,9 @@ func requireTestTransport(t *testing.T, mnt string) {
 }
 
 // TestMountTransport: --transport uring mounts over the ring where the
-// kernel has it (stats and the log say so), dev over /dev/fuse, and an
-// unknown transport is a usage error.
+// kernel has it (stats and the log say so), and so does a mount that names
+// no transport (the daemon's default, auto); dev mounts over /dev/fuse,
+// and an unknown transport is a usage error.
 func TestMountTransport(t *testing.T) {
 	requireFUSE(t)
 	r := twincrypt(t, "", "mount", "--passthrough", "--transport", "carrier-pigeon", t.TempDir(), newMountpoint(t))
@@ -53,17 +54,21 @@ func TestMountTransport(t *testing.T) {
 	if !strings.Contains(r.stderr, "carrier-pigeon") {
 		t.Errorf("usage error does not name the value: %q", r.stderr)
 	}
-	for _, tr := range []string{"dev", "uring"} {
+	for _, tr := range []string{"dev", "uring", ""} {
 		lower, mnt := t.TempDir(), newMountpoint(t)
 		unmountOnCleanup(t, mnt)
 		log := t.TempDir() + "/log"
-		twincrypt(t, "", "mount", "-b", "--passthrough", "--transport", tr, "--log", log, lower, mnt).expectExit(t, 0, "mount")
+		args := []string{"mount", "-b", "--passthrough", "--log", log, lower, mnt}
+		if tr != "" {
+			args = append(args, "--transport", tr)
+		}
+		twincrypt(t, "", args...).expectExit(t, 0, "mount")
 		got := mountTransport(t, mnt)
-		if tr == "uring" && !strings.HasPrefix(got, "uring") {
+		if tr != "dev" && !strings.HasPrefix(got, "uring") {
 			if _, err := os.Stat("/sys/module/fuse/parameters/enable_uring"); err != nil || os.Geteuid() != 0 {
 				t.Logf("no ring here (%s)", got)
 			} else {
-				t.Errorf("--transport uring: stats says %q", got)
+				t.Errorf("--transport %q: stats says %q", tr, got)
 			}
 		}
 		if tr == "dev" && got != "dev" {

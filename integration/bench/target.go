@@ -61,10 +61,12 @@ func DefaultTargets(o TargetOptions) []Target {
 
 // ExtraTargets run only when named in --targets: variants of a default
 // target (eCryptfs with its own default 128-bit key; the twin and
-// crypt-xts over FUSE over io_uring; crypt-xts with --readdir auto and
-// plain).
+// crypt-xts pinned to /dev/fuse or to FUSE over io_uring; crypt-xts with
+// --readdir auto and plain).
 func ExtraTargets(o TargetOptions) []Target {
-	return []Target{NewEcryptfs(16), NewUring(o, ""), NewUring(o, "aes-xts"),
+	return []Target{NewEcryptfs(16),
+		NewTransport(o, "", "dev"), NewTransport(o, "aes-xts", "dev"), NewTransport(o, "aes-cbc", "dev"),
+		NewTransport(o, "", "uring"), NewTransport(o, "aes-xts", "uring"),
 		NewReaddir(o, "aes-xts", "auto"), NewReaddir(o, "aes-xts", "plain")}
 }
 

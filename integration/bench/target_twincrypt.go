@@ -43,11 +43,13 @@ func NewTwin(o TargetOptions) Target { return &twincrypt{exe: o.Exe} }
 // "aes-cbc" at its default key size.
 func NewCrypt(o TargetOptions, cipher string) Target { return &twincrypt{exe: o.Exe, cipher: cipher} }
 
-// NewUring returns the twin (cipher "") or an encrypted volume served over
-// FUSE over io_uring (mount --transport uring): "twin-uring",
-// "crypt-xts-uring", to set side by side with their /dev/fuse selves.
-func NewUring(o TargetOptions, cipher string) Target {
-	return &twincrypt{exe: o.Exe, cipher: cipher, transport: "uring"}
+// NewTransport returns the twin (cipher "") or an encrypted volume served
+// over the named transport (mount --transport dev|uring): "twin-dev",
+// "crypt-xts-uring". The default targets take the daemon's default (auto:
+// the ring where the kernel has it); these pin one, and a mount that does
+// not get it fails its run.
+func NewTransport(o TargetOptions, cipher, transport string) Target {
+	return &twincrypt{exe: o.Exe, cipher: cipher, transport: transport}
 }
 
 // NewReaddir returns the twin (cipher "") or an encrypted volume mounted
