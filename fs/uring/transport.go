@@ -56,7 +56,7 @@ type Config struct {
 	// possible CPUs (0 means that, PossibleCPUs).
 	Queues int
 	// Depth is the number of entries per queue (requests a queue can hold
-	// at once); 0 means DefaultDepth.
+	// at once); 0 means AutoDepth(Queues).
 	Depth int
 	// PayloadSize is the size of each entry's payload buffer. The kernel
 	// refuses a buffer smaller than max(8 KiB, max_write, max_pages*4 KiB)
@@ -117,8 +117,24 @@ func Offload(opcode uint32, in [][]byte) bool {
 // NoOffload answers every request on its queue's thread.
 func NoOffload(uint32, [][]byte) bool { return false }
 
-// DefaultDepth is the default number of entries per queue.
+// DefaultDepth is the number of entries per queue on a machine of up to
+// eight CPUs.
 const DefaultDepth = 8
+
+// entryBudget is the number of entries AutoDepth spreads over the queues.
+const entryBudget = 64
+
+// AutoDepth is the default number of entries per queue for a ring of
+// queues queues: DefaultDepth, less on many CPUs so that the ring's
+// payload buffers (entries x max_write, resident once used) stay near 64
+// in all, but never below 2, so that a queue can take a request while it
+// answers another.
+func AutoDepth(queues int) int {
+	if queues <= 0 {
+		return DefaultDepth
+	}
+	return min(DefaultDepth, max(2, entryBudget/queues))
+}
 
 // Transport is a running ring: Queues threads serving requests.
 type Transport struct {
@@ -153,7 +169,7 @@ func Start(cfg Config) (*Transport, error) {
 		cfg.Queues = n
 	}
 	if cfg.Depth <= 0 {
-		cfg.Depth = DefaultDepth
+		cfg.Depth = AutoDepth(cfg.Queues)
 	}
 	if cfg.PayloadSize < 8192 {
 		return nil, fmt.Errorf("uring: payload size %d below the kernel's minimum of 8192", cfg.PayloadSize)

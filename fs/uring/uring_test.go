@@ -241,3 +241,15 @@ func countFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestAutoDepth: eight entries per queue up to eight CPUs, then about 64
+// entries in all, never fewer than two per queue.
+func TestAutoDepth(t *testing.T) {
+	for _, c := range []struct{ queues, want int }{
+		{0, 8}, {1, 8}, {2, 8}, {8, 8}, {16, 4}, {32, 2}, {64, 2}, {256, 2}, {12, 5},
+	} {
+		if got := AutoDepth(c.queues); got != c.want {
+			t.Errorf("AutoDepth(%d) = %d, want %d", c.queues, got, c.want)
+		}
+	}
+}
