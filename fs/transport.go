@@ -40,7 +40,8 @@ const DefaultTransport = TransportDev
 // DaemonTransport is the transport of twincrypt's own daemon (twincrypt
 // mount) when none is named: the ring where the kernel has it. The daemon
 // makes no request on its own mount, so the case above cannot arise, and
-// the ring is faster on every workload of the bench (docs/uring.md).
+// the ring is faster on most workloads of the bench and level on the rest
+// (docs/uring.md).
 const DaemonTransport = TransportAuto
 
 // ParseTransport checks a --transport value.
