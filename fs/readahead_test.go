@@ -26,17 +26,24 @@ func TestReadahead(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			tm := newVolume(t, v)
 			tm.mount(t)
-			var st unix.Stat_t
-			must(t, unix.Stat(tm.mnt, &st))
-			p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Skipf("no sysfs entry for the mount's backing device: %v", err)
-			}
-			if got, want := strings.TrimSpace(string(b)), fmt.Sprint(fuse.MAX_KERNEL_WRITE/1024); got != want {
-				t.Errorf("%s = %s, want %s", p, got, want)
-			}
+			checkReadahead(t, tm.mnt, "")
 		})
+	}
+}
+
+// checkReadahead checks that the backing device of the mount at mnt reads
+// ahead max_write (1 MiB); how names how it was mounted, for the message.
+func checkReadahead(t *testing.T, mnt, how string) {
+	t.Helper()
+	var st unix.Stat_t
+	must(t, unix.Stat(mnt, &st))
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Skipf("no sysfs entry for the mount's backing device: %v", err)
+	}
+	if got, want := strings.TrimSpace(string(b)), fmt.Sprint(fuse.MAX_KERNEL_WRITE/1024); got != want {
+		t.Errorf("%s = %s, want %s%s", p, got, want, how)
 	}
 }
 
@@ -130,16 +137,7 @@ func TestDaemonLeavesItsMountAlone(t *testing.T) {
 				t.Errorf("the daemon made requests on its own mount while mounting: %v", watch.seen)
 			}
 			watch.mu.Unlock()
-			var st unix.Stat_t
-			must(t, unix.Stat(tm.mnt, &st))
-			p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Skipf("no sysfs entry for the mount's backing device: %v", err)
-			}
-			if got, want := strings.TrimSpace(string(b)), fmt.Sprint(fuse.MAX_KERNEL_WRITE/1024); got != want {
-				t.Errorf("%s = %s, want %s (mounted through the symlink %s)", p, got, want, link)
-			}
+			checkReadahead(t, tm.mnt, " (mounted through the symlink "+link+")")
 		})
 	}
 }
