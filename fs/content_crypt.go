@@ -466,25 +466,23 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	// and 280-430 ms of daemon CPU split, 1018-1311 MB/s and 270-350 ms
 	// whole (VAES; 814-991 and 984-1187 MB/s on the AES-NI path). Reads
 	// keep the split: without it the bench's seqread lost 7-12 %.
-	encryptRun := func(first, last int64) {
-		// Full extents of the run go side by side; a tail unit (the
-		// file's last extent) alone.
-		if last == newSize/extentSize {
-			u := buf[int(last-e0)*extentSize:]
-			u = u[:content.UnitSize(last, newSize)]
-			h.fc.EncryptUnit(u, u, last)
-			last--
-		}
-		if d := min(last, lastDirect); d >= first {
-			lo, hi := int(first-e0)*extentSize, int(d+1-e0)*extentSize
-			h.fc.EncryptExtentsTo(buf[lo:hi], src[lo:hi], first)
-			first = d + 1
-		}
-		if last >= first {
-			h.fc.EncryptExtents(buf[int(first-e0)*extentSize:int(last+1-e0)*extentSize], first)
-		}
+	// Full extents go side by side; a tail unit (the file's last extent)
+	// alone.
+	first, last := e0, e1
+	if last == newSize/extentSize {
+		u := buf[int(last-e0)*extentSize:]
+		u = u[:content.UnitSize(last, newSize)]
+		h.fc.EncryptUnit(u, u, last)
+		last--
 	}
-	encryptRun(e0, e1)
+	if d := min(last, lastDirect); d >= first {
+		lo, hi := int(first-e0)*extentSize, int(d+1-e0)*extentSize
+		h.fc.EncryptExtentsTo(buf[lo:hi], src[lo:hi], first)
+		first = d + 1
+	}
+	if last >= first {
+		h.fc.EncryptExtents(buf[int(first-e0)*extentSize:int(last+1-e0)*extentSize], first)
+	}
 	a.cryptoSince(t0)
 	if _, err := a.pwrite(fd, buf, content.UnitOffset(e0)); err != nil {
 		return 0, toErrno(err)

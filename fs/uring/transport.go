@@ -20,7 +20,7 @@
 // when the thread enters the ring, with no interrupts) and answers its
 // small requests itself, one after another, as libfuse's queue threads do.
 // A request that takes long (a large READ, an fsync, a fallocate, a
-// copy_file_range: see Offload) is answered by a goroutine of its own
+// copy_file_range: see offload) is answered by a goroutine of its own
 // instead, so that the queue keeps serving: the kernel puts the requests
 // of one caller, readahead included, on one queue, and a queue that
 // answered them one after another would use one CPU where /dev/fuse's
@@ -76,9 +76,6 @@ type Config struct {
 	// run before INIT is answered: it has to, when the caller's first
 	// access to the mount waits for the ring.
 	InitTimeout time.Duration
-	// Offload decides which requests are answered off the queue thread
-	// (nil: Offload, the package's rule; NoOffload: none).
-	Offload func(opcode uint32, in [][]byte) bool
 }
 
 // FUSE opcodes the offload rule looks at.
@@ -95,14 +92,14 @@ const (
 // than the hand-over.
 const OffloadMin = 64 << 10
 
-// Offload is the default rule: READs of OffloadMin bytes or more, and the
-// requests that may wait on a disk (fsync, fsyncdir, fallocate,
-// copy_file_range). The kernel sends a file's readahead as several READs
+// offload says which requests are answered off the queue thread: READs of
+// OffloadMin bytes or more, and the requests that may wait on a disk
+// (fsync, fsyncdir, fallocate, copy_file_range). The kernel sends a file's readahead as several READs
 // at once, all to the reader's queue; a WRITE comes alone (the caller
 // waits for it: no writeback cache), so nothing queues behind it, and
 // handing it over only cost time (2026-12-02, AMD EPYC, 1 MiB writes:
 // twin 0.8x, crypt level).
-func Offload(opcode uint32, in [][]byte) bool {
+func offload(opcode uint32, in [][]byte) bool {
 	switch opcode {
 	case fuseRead:
 		// fuse_read_in: fh, offset (u64 each), size (u32).
@@ -113,9 +110,6 @@ func Offload(opcode uint32, in [][]byte) bool {
 	}
 	return false
 }
-
-// NoOffload answers every request on its queue's thread.
-func NoOffload(uint32, [][]byte) bool { return false }
 
 // DefaultDepth is the number of entries per queue on a machine of up to
 // eight CPUs.
@@ -179,9 +173,6 @@ func Start(cfg Config) (*Transport, error) {
 	}
 	if cfg.InitTimeout <= 0 {
 		cfg.InitTimeout = 30 * time.Second
-	}
-	if cfg.Offload == nil {
-		cfg.Offload = Offload
 	}
 	devFD, err := unix.FcntlInt(uintptr(cfg.DevFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
@@ -538,7 +529,7 @@ func (q *queue) complete(c cqe) {
 	if req.malformed {
 		q.t.cfg.Logf("uring queue %d: malformed request (opcode %d)", q.qid, req.opcode)
 		setErrorReply(ent.hdr, req.commitID, int32(syscall.EIO))
-	} else if !q.stopped && q.t.cfg.Offload(req.opcode, req.in[:]) {
+	} else if !q.stopped && offload(req.opcode, req.in[:]) {
 		q.away++
 		go q.answerAway(idx, req)
 		return
