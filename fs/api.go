@@ -445,6 +445,7 @@ func (r *root) build(o Options, lower string) error {
 		return fmt.Errorf("lower directory %s: %w", lower, err)
 	}
 	r.main.rootDev, r.main.rootIno = st.Dev, st.Ino
+	r.main.rootCloseNoop = closeIsNoop(r.main.rootFd)
 	if o.Mirror != "" {
 		if o.KernelPassthrough {
 			return errors.New("mirror mode needs every READ and WRITE in the daemon: no kernel passthrough")
@@ -465,6 +466,11 @@ func (r *root) build(o Options, lower string) error {
 		}
 		t := nullTransform{}
 		r.twin = &side{lower: mirror, rootFd: fd, t: t, io: t.content()}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("mirror directory %s: %w", mirror, err)
+		}
+		r.twin.rootDev, r.twin.rootIno = st.Dev, st.Ino
+		r.twin.rootCloseNoop = closeIsNoop(fd)
 	}
 	return nil
 }

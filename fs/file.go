@@ -6,6 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/measure"
 )
@@ -121,7 +122,9 @@ const fsyncFdatasync = 1
 
 // Flush is called at every close(2) of a descriptor sharing this handle.
 // Closing a dup of the lower descriptor reports delayed write errors of
-// the lower filesystem (NFS, quota) to that close.
+// the lower filesystem (NFS, quota) to that close. A file on a lower
+// filesystem that does nothing at close is opened with FOPEN_NOFLUSH
+// (noFlush), and its closes do not come here.
 func (f *file) Flush(ctx context.Context) (errno syscall.Errno) {
 	o := f.n.r().begin(measure.OpFlush, f.n)
 	defer func() { o.end(errno) }()
@@ -195,4 +198,42 @@ func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint3
 	st.mu.Unlock()
 	o.io(int64(off), int(size))
 	return errno
+}
+
+// closeIsNoop reports whether close(2) of a file on the filesystem of fd
+// can have nothing to say: a local filesystem whose files have no flush
+// operation in the kernel (ext2/3/4, XFS, tmpfs), so that a close
+// neither writes back nor reports an error. On those, a FLUSH would be
+// a round trip to the daemon per close(2) for a dup and a close that do
+// nothing; NFS, CIFS, FUSE and filesystems not known here keep it.
+func closeIsNoop(fd int) bool {
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil {
+		return false
+	}
+	switch uint32(st.Type) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.TMPFS_MAGIC:
+		return true
+	}
+	return false
+}
+
+// noFlush reports whether the file open as fd on side s, with lower
+// stat st, needs no FLUSH at close (closeIsNoop): the lower root's
+// answer for a file on its filesystem, its own for one on a filesystem
+// mounted inside LOWER.
+func (s *side) noFlush(fd int, st *syscall.Stat_t) bool {
+	if uint64(st.Dev) == s.rootDev {
+		return s.rootCloseNoop
+	}
+	return closeIsNoop(fd)
+}
+
+// noFlushFd is noFlush for a descriptor whose stat is not at hand.
+func (s *side) noFlushFd(fd int) bool {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		return false
+	}
+	return s.noFlush(fd, &st)
 }

@@ -151,8 +151,13 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 	x.filesMu.Lock()
 	x.files = append(x.files, f)
 	x.filesMu.Unlock()
+	var flags uint32
+	if n.r().main.noFlush(fd, &st) && (twinFd < 0 || n.r().twin.noFlushFd(twinFd)) {
+		// Nothing to flush at close(2) (see Flush): spare the round trip.
+		flags |= fuse.FOPEN_NOFLUSH
+	}
 	if n.r().kernelPassthrough {
-		return &passthroughFile{f}, 0, 0
+		return &passthroughFile{f}, flags, 0
 	}
 	// Every change of the content goes through this daemon, so what the
 	// kernel has cached for the inode is still right at the next open:
@@ -160,7 +165,7 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 	// reader that reopens reads and decrypts everything again). A change
 	// of the lower file behind our back shows in its mtime or size at the
 	// next GETATTR, and the kernel drops the cache then (auto_inval_data).
-	return f, fuse.FOPEN_KEEP_CACHE, 0
+	return f, flags | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // truncOpen truncates the file n, open as fd on the mount's side, to

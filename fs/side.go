@@ -38,6 +38,9 @@ type side struct {
 	// rootDev and rootIno identify the lower root, whose link count
 	// must not count the transform's hidden directories (fillAttr).
 	rootDev, rootIno uint64
+	// rootCloseNoop is set when the filesystem of the lower root does
+	// nothing at close(2) (see closeIsNoop).
+	rootCloseNoop bool
 }
 
 // root is shared by all nodes of one mount.
