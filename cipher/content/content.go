@@ -166,12 +166,14 @@ type Engine struct {
 	cipherID uint8
 	keyBytes int
 	master   []byte
+	// purpose is the HKDF purpose of the per-file keys, "content "+spec.
+	purpose string
 }
 
 // NewEngine returns an engine for spec ("aes-xts-plain64" or
 // "aes-cbc-essiv:sha256") and per-file keys of keyBytes.
 func NewEngine(spec string, keyBytes int, master []byte) (*Engine, error) {
-	e := &Engine{spec: spec, keyBytes: keyBytes, master: master}
+	e := &Engine{spec: spec, keyBytes: keyBytes, master: master, purpose: "content " + spec}
 	switch spec {
 	case "aes-xts-plain64":
 		e.cipherID = CipherXTS
@@ -206,7 +208,9 @@ func (e *Engine) FileCipher(h *Header) (*FileCipher, error) {
 		return nil, fmt.Errorf("%w: header cipher %d/%d bytes, volume %d/%d bytes",
 			ErrHeaderMismatch, h.CipherID, h.KeyBytes, e.cipherID, e.keyBytes)
 	}
-	key := keys.Derive(e.master, "content "+e.spec, h.FileID[:], e.keyBytes)
+	var buf [64]byte // the largest key: AES-256-XTS
+	key := buf[:e.keyBytes]
+	keys.DeriveTo(key, e.master, e.purpose, h.FileID[:])
 	defer keys.Wipe(key)
 	c, err := sector.New(e.spec, key)
 	if err != nil {

@@ -30,9 +30,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
-	"io"
-
-	"golang.org/x/crypto/hkdf"
+	"hash"
+	"sync"
 )
 
 // MasterKeySize is the length of the random master key in bytes.
@@ -65,16 +64,104 @@ func Derive(master []byte, purpose string, salt []byte, length int) []byte {
 	if length <= 0 || length > maxDerive {
 		panic("keys: Derive length out of range")
 	}
+	out := make([]byte, length)
+	DeriveTo(out, master, purpose, salt)
+	return out
+}
+
+// DeriveTo is Derive into out (len(out) bytes), without allocating: the
+// daemon derives a key per file at the first I/O of every open.
+func DeriveTo(out, master []byte, purpose string, salt []byte) {
+	if len(out) == 0 || len(out) > maxDerive {
+		panic("keys: Derive length out of range")
+	}
 	if len(master) == 0 {
 		panic("keys: Derive with empty master key")
 	}
-	out := make([]byte, length)
-	r := hkdf.New(sha256.New, master, salt, []byte(InfoPrefix+purpose))
-	if _, err := io.ReadFull(r, out); err != nil {
-		// Unreachable: the length is within HKDF's limit.
-		panic("keys: hkdf: " + err.Error())
+	s := hkdfPool.Get().(*hkdfState)
+	defer func() {
+		s.wipe()
+		hkdfPool.Put(s)
+	}()
+	// Extract (RFC 5869 section 2.2): PRK = HMAC(salt, master). A
+	// missing salt is HashLen zeros, which pad to the same HMAC key as
+	// no key at all.
+	s.setKey(salt)
+	s.inner.Write(master)
+	prk := s.finish(s.prk[:0])
+	// Expand (section 2.3): T(i) = HMAC(PRK, T(i-1) | info | i).
+	s.setKey(prk)
+	s.info = append(append(s.info[:0], InfoPrefix...), purpose...)
+	var t []byte
+	for i := byte(1); len(out) > 0; i++ {
+		if i > 1 {
+			s.restart()
+		}
+		s.inner.Write(t)
+		s.inner.Write(s.info)
+		s.ctr[0] = i
+		s.inner.Write(s.ctr[:])
+		t = s.finish(s.t[:0])
+		out = out[copy(out, t):]
 	}
-	return out
+}
+
+// hkdfState is DeriveTo's HMAC-SHA256, kept in a pool: hmac.New and
+// hkdf.New allocate two hashes, the padded keys and the output on every
+// call, which cost the daemon more than the hashing itself.
+type hkdfState struct {
+	inner, outer hash.Hash
+	ipad, opad   [sha256.BlockSize]byte
+	prk, t, sum  [sha256.Size]byte
+	ctr          [1]byte
+	info         []byte
+}
+
+var hkdfPool = sync.Pool{New: func() any {
+	return &hkdfState{inner: sha256.New(), outer: sha256.New()}
+}}
+
+// setKey starts an HMAC with key (RFC 2104: a key longer than the block
+// is hashed first, a shorter one zero-padded).
+func (s *hkdfState) setKey(key []byte) {
+	if len(key) > sha256.BlockSize {
+		s.outer.Reset()
+		s.outer.Write(key)
+		key = s.outer.Sum(s.sum[:0])
+	}
+	clear(s.ipad[:])
+	copy(s.ipad[:], key)
+	for i, b := range s.ipad {
+		s.ipad[i] = b ^ 0x36
+		s.opad[i] = b ^ 0x5c
+	}
+	s.restart()
+}
+
+// restart begins another message under the current key.
+func (s *hkdfState) restart() {
+	s.inner.Reset()
+	s.inner.Write(s.ipad[:])
+}
+
+// finish appends the HMAC of the message written to dst.
+func (s *hkdfState) finish(dst []byte) []byte {
+	ih := s.inner.Sum(s.sum[:0])
+	s.outer.Reset()
+	s.outer.Write(s.opad[:])
+	s.outer.Write(ih)
+	return s.outer.Sum(dst)
+}
+
+// wipe clears every key-derived byte the state holds.
+func (s *hkdfState) wipe() {
+	s.inner.Reset()
+	s.outer.Reset()
+	clear(s.ipad[:])
+	clear(s.opad[:])
+	clear(s.prk[:])
+	clear(s.t[:])
+	clear(s.sum[:])
 }
 
 // Sealer encrypts small values with AES-256-GCM and a random nonce.

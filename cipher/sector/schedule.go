@@ -3,7 +3,9 @@ package sector
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // impl selects the code that does the bulk of the AES work. A Cipher picks
@@ -85,25 +87,31 @@ func (s *aesSchedule) expand(key []byte) {
 		panic(fmt.Sprintf("sector: AES key of %d bytes", len(key)))
 	}
 	s.rounds = nk + 6
-	w := s.enc[:4*4*(s.rounds+1)] // 4(Nr+1) four-byte words
-	copy(w, key)
+	// The words w[i] of FIPS 197 as little-endian uint32s (byte 0 of the
+	// word lowest), so that RotWord is a rotation by 8 bits and the XORs
+	// are whole words.
+	var w [4 * 15]uint32
+	n := 4 * (s.rounds + 1)
+	for i := range nk {
+		w[i] = binary.LittleEndian.Uint32(key[4*i:])
+	}
 	rcon := byte(1)
-	for i := nk; i < len(w)/4; i++ {
-		var t [4]byte
-		copy(t[:], w[4*(i-1):4*i])
+	for i := nk; i < n; i++ {
+		t := w[i-1]
 		switch {
 		case i%nk == 0:
 			// SubWord(RotWord(t)) xor Rcon[i/Nk]
-			t = subWord([4]byte{t[1], t[2], t[3], t[0]})
-			t[0] ^= rcon
+			t = subWord32(bits.RotateLeft32(t, -8)) ^ uint32(rcon)
 			rcon = xtime(rcon)
 		case nk > 6 && i%nk == 4:
-			t = subWord(t)
+			t = subWord32(t)
 		}
-		for j := range 4 {
-			w[4*i+j] = w[4*(i-nk)+j] ^ t[j]
-		}
+		w[i] = w[i-nk] ^ t
 	}
+	for i := range n {
+		binary.LittleEndian.PutUint32(s.enc[4*i:], w[i])
+	}
+	clear(w[:])
 	// Equivalent inverse cipher: dec round r is enc round Nr-r, with
 	// InvMixColumns applied to all but the first and the last.
 	nr := s.rounds
@@ -112,6 +120,12 @@ func (s *aesSchedule) expand(key []byte) {
 		invMixColumns(s.dec[16*r:16*r+16], s.enc[16*(nr-r):16*(nr-r)+16])
 	}
 	copy(s.dec[16*nr:16*nr+16], s.enc[0:16])
+}
+
+// subWord32 is subWord on a word held as a little-endian uint32.
+func subWord32(x uint32) uint32 {
+	b := subWord([4]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)})
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
 // xtime multiplies by x in GF(2^8) modulo x^8 + x^4 + x^3 + x + 1, without
@@ -185,9 +199,15 @@ func newBlock(key []byte, im impl) (cipher.Block, error) {
 	default:
 		return nil, fmt.Errorf("%w: AES key of %d bytes", ErrKeySize, len(key))
 	}
-	b := &asmBlock{im: im}
-	b.expand(key)
+	b := &asmBlock{}
+	b.init(key, im)
 	return b, nil
+}
+
+// init sets b to key (16 or 32 bytes, as the XTS halves are) for im.
+func (b *asmBlock) init(key []byte, im impl) {
+	b.im = im
+	b.expand(key)
 }
 
 func (b *asmBlock) BlockSize() int { return blockSize }

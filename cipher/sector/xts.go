@@ -27,6 +27,9 @@ type xtsCipher struct {
 	mode    ivMode
 	spec    string
 	keySize int
+	// asm holds k1 and k2 when they are asmBlocks: one allocation per
+	// cipher, not three (the daemon makes a cipher per file it opens).
+	asm [2]asmBlock
 }
 
 func newXTS(spec string, key []byte, mode ivMode, im impl) (Cipher, error) {
@@ -37,15 +40,21 @@ func newXTS(spec string, key []byte, mode ivMode, im impl) (Cipher, error) {
 		return nil, fmt.Errorf("%w: %s takes a 32 or 64 byte key (XTS-AES-128/256), got %d bytes", ErrKeySize, spec, len(key))
 	}
 	half := len(key) / 2
-	k1, err := newBlock(key[:half], im)
-	if err != nil {
+	x := &xtsCipher{mode: mode, spec: spec, keySize: len(key)}
+	if im != implGeneric {
+		x.asm[0].init(key[:half], im)
+		x.asm[1].init(key[half:], im)
+		x.k1, x.k2 = &x.asm[0], &x.asm[1]
+		return x, nil
+	}
+	var err error
+	if x.k1, err = newBlock(key[:half], im); err != nil {
 		return nil, err
 	}
-	k2, err := newBlock(key[half:], im)
-	if err != nil {
+	if x.k2, err = newBlock(key[half:], im); err != nil {
 		return nil, err
 	}
-	return &xtsCipher{k1: k1, k2: k2, mode: mode, spec: spec, keySize: len(key)}, nil
+	return x, nil
 }
 
 func (x *xtsCipher) Spec() string { return x.spec }
