@@ -54,8 +54,9 @@ type cryptIO struct {
 	log    zerolog.Logger
 }
 
-// Scratch buffers: a 1 MiB request covers 257 units plus a trailer.
-const bufSize = 1<<20 + 2*extentSize + 2*trailer
+// Scratch buffers: a 1 MiB request covers 257 units plus a trailer, and
+// a file's first write its header.
+const bufSize = headerSize + 1<<20 + 2*extentSize + 2*trailer
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
@@ -143,40 +144,53 @@ func (c *cryptIO) loadHeader(a *acct, h *ioState, fd int) syscall.Errno {
 // ensureHeader gives a file that has none (an empty lower file) a header
 // with a fresh file id.
 func (c *cryptIO) ensureHeader(a *acct, h *ioState, fd int) syscall.Errno {
-	if errno := c.loadHeader(a, h, fd); errno != 0 {
+	hdr, errno := c.newHeader(a, h, fd)
+	if errno != 0 || hdr == nil {
 		return errno
 	}
+	if _, err := a.pwrite(fd, hdr, 0); err != nil {
+		h.fc = nil
+		return toErrno(err)
+	}
+	return 0
+}
+
+// newHeader loads the file's header; if the file has none, it makes one
+// with a fresh file id, sets h.fc to its cipher and returns its bytes,
+// which the caller must write at offset 0 (setting h.fc back to nil if
+// that fails). It returns nil when the file already has a header.
+func (c *cryptIO) newHeader(a *acct, h *ioState, fd int) ([]byte, syscall.Errno) {
+	if errno := c.loadHeader(a, h, fd); errno != 0 {
+		return nil, errno
+	}
 	if h.bad != nil {
-		return c.fail(h, h.bad)
+		return nil, c.fail(h, h.bad)
 	}
 	if h.fc != nil {
-		return 0
+		return nil, 0
 	}
 	if h.noHeader {
 		// Units stored under the lost file id would decrypt to garbage
 		// under the new one: make them holes (zeros), as they read now.
 		if err := a.ftruncate(fd, 0); err != nil {
-			return toErrno(err)
+			return nil, toErrno(err)
 		}
 		if err := a.ftruncate(fd, content.LowerSize(h.size)); err != nil {
-			return toErrno(err)
+			return nil, toErrno(err)
 		}
 		h.noHeader = false
 	}
 	hdr := c.engine.NewHeader()
-	var b [headerSize]byte
-	hdr.Marshal(b[:])
-	if _, err := a.pwrite(fd, b[:], 0); err != nil {
-		return toErrno(err)
-	}
+	b := make([]byte, headerSize)
+	hdr.Marshal(b)
 	t0 := a.now()
 	fc, err := c.engine.FileCipher(&hdr)
 	a.cryptoSince(t0)
 	if err != nil {
-		return c.fail(h, err)
+		return nil, c.fail(h, err)
 	}
 	h.fc = fc
-	return 0
+	return b, 0
 }
 
 // aesBlock is the AES block size: units whose length is not a multiple
@@ -388,8 +402,18 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	if len(src) == 0 {
 		return 0, 0
 	}
-	if errno := c.ensureHeader(a, h, fd); errno != 0 {
+	// A file's first write from offset 0 (a new file's, mostly) carries
+	// its new header: one pwrite, not two.
+	hdr, errno := c.newHeader(a, h, fd)
+	if errno != 0 {
 		return 0, errno
+	}
+	if hdr != nil && off >= extentSize {
+		if _, err := a.pwrite(fd, hdr, 0); err != nil {
+			h.fc = nil
+			return 0, toErrno(err)
+		}
+		hdr = nil
 	}
 	oldSize := h.size
 	end := off + int64(len(src))
@@ -411,8 +435,10 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	if zeroTrailer {
 		total += trailer
 	}
-	p, buf := getBuf(total)
+	// buf follows room for the header, which precedes extent 0.
+	p, whole := getBuf(headerSize + total)
 	defer putBuf(p)
+	buf := whole[headerSize:]
 
 	// Units the write does not cover completely keep their old bytes.
 	partial := [2]int64{e0, e1}
@@ -484,7 +510,16 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 		h.fc.EncryptExtents(buf[int(first-e0)*extentSize:int(last+1-e0)*extentSize], first)
 	}
 	a.cryptoSince(t0)
-	if _, err := a.pwrite(fd, buf, content.UnitOffset(e0)); err != nil {
+	out, at := buf, content.UnitOffset(e0)
+	if hdr != nil {
+		// e0 == 0: the header and extent 0 are adjacent.
+		copy(whole, hdr)
+		out, at = whole, 0
+	}
+	if _, err := a.pwrite(fd, out, at); err != nil {
+		if hdr != nil {
+			h.fc = nil
+		}
 		return 0, toErrno(err)
 	}
 	h.size = newSize
