@@ -339,13 +339,25 @@ func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	o := n.r().beginNamed(measure.OpUnlink, n, name)
 	defer func() { o.end(errno) }()
 	n.forgetChildXattrs(name)
+	// A name the kernel knows as no symlink is no long link: no lstat to
+	// find out (unless others change LOWER too, where it may have become
+	// one; were LOWER changed behind the mount anyway, the cost is a
+	// sidecar left in the link store).
+	notLink := false
+	if ch := n.GetChild(name); ch != nil && !n.r().sharedStorage {
+		t := ch.StableAttr().Mode & syscall.S_IFMT
+		notLink = t != 0 && t != syscall.S_IFLNK
+	}
 	unlink := func(s *side, a *acct) syscall.Errno {
 		e, errno := s.childAt(a, n, name)
 		if errno != 0 {
 			return errno
 		}
 		defer s.done(e)
-		h := s.holdLink(a, e)
+		h := linkHold{fd: -1}
+		if !notLink {
+			h = s.holdLink(a, e)
+		}
 		t0 := a.now()
 		err := unix.Unlinkat(e.dir, e.name, 0)
 		a.lowerSince(t0)
