@@ -113,6 +113,38 @@ func (a *acct) pwrite(fd int, src []byte, off int64) (int, error) {
 	return n, err
 }
 
+// pwritev writes bufs (nil ones skipped) one after the other from off.
+func (a *acct) pwritev(fd int, bufs [][]byte, off int64) (int, error) {
+	t0 := a.now()
+	defer a.lowerSince(t0)
+	var iov [][]byte
+	for _, b := range bufs {
+		if len(b) > 0 {
+			iov = append(iov, b)
+		}
+	}
+	done := 0
+	for len(iov) > 0 {
+		n, err := unix.Pwritev(fd, iov, off+int64(done))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+		for n > 0 {
+			if n < len(iov[0]) {
+				iov[0] = iov[0][n:]
+				break
+			}
+			n -= len(iov[0])
+			iov = iov[1:]
+		}
+	}
+	return done, nil
+}
+
 func (a *acct) ftruncate(fd int, size int64) error {
 	t0 := a.now()
 	err := syscall.Ftruncate(fd, size)

@@ -398,6 +398,52 @@ func (c *cryptIO) readAligned(a *acct, h *ioState, fd int, dst []byte, e0, e1, s
 	return n, 0
 }
 
+// writeOwned is write, except that a write of whole extents from an
+// extent boundary (a sequential writer's) is encrypted in place in src
+// and written from there: no bounce buffer for the ciphertext.
+func (c *cryptIO) writeOwned(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
+	if len(src) < extentSize || len(src)%extentSize != 0 || off%extentSize != 0 || h.size%extentSize != 0 {
+		return c.write(a, h, fd, src, off)
+	}
+	// From here the old size and the write both end on extent
+	// boundaries: every extent written is a full unit, the old tail is
+	// no partial unit to promote, and a write that grows the file ends
+	// in the empty tail unit, the zero trailer.
+	hdr, errno := c.newHeader(a, h, fd)
+	if errno != 0 {
+		return 0, errno
+	}
+	e0 := off / extentSize
+	end := off + int64(len(src))
+	if hdr != nil && e0 != 0 {
+		if _, err := a.pwrite(fd, hdr, 0); err != nil {
+			h.fc = nil
+			return 0, toErrno(err)
+		}
+		hdr = nil
+	}
+	t0 := a.now()
+	h.fc.EncryptExtents(src, e0)
+	a.cryptoSince(t0)
+	var zero [trailer]byte
+	bufs := [3][]byte{hdr, src, nil}
+	if end > h.size {
+		bufs[2] = zero[:]
+	}
+	at := content.UnitOffset(e0)
+	if hdr != nil {
+		at = 0
+	}
+	if _, err := a.pwritev(fd, bufs[:], at); err != nil {
+		if hdr != nil {
+			h.fc = nil
+		}
+		return 0, toErrno(err)
+	}
+	h.size = max(h.size, end)
+	return len(src), 0
+}
+
 func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
 	if len(src) == 0 {
 		return 0, 0

@@ -80,7 +80,13 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (written uint3
 	defer func() { o.end(errno) }()
 	st := &f.n.extra().io
 	st.mu.Lock()
-	n, errno := f.n.r().main.io.write(&o.a, st, f.fd, data, off)
+	var n int
+	if f.n.r().twin == nil {
+		// data is the request's buffer, read by no one after this.
+		n, errno = f.n.r().main.io.writeOwned(&o.a, st, f.fd, data, off)
+	} else {
+		n, errno = f.n.r().main.io.write(&o.a, st, f.fd, data, off)
+	}
 	// The twin is written under the same lock, so both see the writes of
 	// concurrent writers in the same order.
 	f.twin(&o, func(s *side, a *acct, fd int) syscall.Errno {

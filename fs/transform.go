@@ -92,6 +92,10 @@ type contentIO interface {
 	open(a *acct, h *ioState, fd int, st *syscall.Stat_t) syscall.Errno
 	read(a *acct, h *ioState, fd int, dst []byte, off int64) (int, syscall.Errno)
 	write(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno)
+	// writeOwned is write of a src nobody reads afterwards (a WRITE
+	// request's buffer outside mirror mode): it may be overwritten, so
+	// whole extents are encrypted in place, without a bounce buffer.
+	writeOwned(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno)
 	truncate(a *acct, h *ioState, fd int, size int64) syscall.Errno
 	allocate(a *acct, h *ioState, fd int, off, size int64, mode uint32) syscall.Errno
 	lseek(a *acct, h *ioState, fd int, off int64, whence int) (int64, syscall.Errno)
