@@ -208,7 +208,7 @@ func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint3
 
 // closeIsNoop reports whether close(2) of a file on the filesystem of fd
 // can have nothing to say: a local filesystem whose files have no flush
-// operation in the kernel (ext2/3/4, XFS, tmpfs), so that a close
+// operation in the kernel (ext2/3/4, XFS, btrfs, tmpfs), so that a close
 // neither writes back nor reports an error. On those, a FLUSH would be
 // a round trip to the daemon per close(2) for a dup and a close that do
 // nothing; NFS, CIFS, FUSE and filesystems not known here keep it.
@@ -218,7 +218,7 @@ func closeIsNoop(fd int) bool {
 		return false
 	}
 	switch uint32(st.Type) {
-	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.TMPFS_MAGIC:
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC:
 		return true
 	}
 	return false
