@@ -32,14 +32,14 @@ func availableImpls() []impl {
 	return []impl{implGeneric}
 }
 
-// subWord is SubWord (the S-box on each byte) for the key expansion, by
-// AESENCLAST where the CPU has it.
-func subWord(w [4]byte) [4]byte {
+// subWord is SubWord (the S-box on each byte) for the key expansion, on
+// a word held as a little-endian uint32, by AESENCLAST where the CPU has
+// it.
+func subWord(w uint32) uint32 {
 	if !cpu.X86.HasAES {
-		return subWordGeneric(w)
+		return subWordGeneric32(w)
 	}
-	v := subWordAsm(uint32(w[0]) | uint32(w[1])<<8 | uint32(w[2])<<16 | uint32(w[3])<<24)
-	return [4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}
+	return subWordAsm(w)
 }
 
 // invMixColumns writes InvMixColumns(src) to dst[:16], by AESIMC where the

@@ -9,7 +9,7 @@ func detectImpl() impl { return implGeneric }
 
 func availableImpls() []impl { return []impl{implGeneric} }
 
-func subWord(w [4]byte) [4]byte     { return subWordGeneric(w) }
+func subWord(w uint32) uint32       { return subWordGeneric32(w) }
 func invMixColumns(dst, src []byte) { invMixColumnsGeneric(dst, src) }
 
 const noAsm = "sector: no assembly on this platform"

@@ -101,10 +101,10 @@ func (s *aesSchedule) expand(key []byte) {
 		switch {
 		case i%nk == 0:
 			// SubWord(RotWord(t)) xor Rcon[i/Nk]
-			t = subWord32(bits.RotateLeft32(t, -8)) ^ uint32(rcon)
+			t = subWord(bits.RotateLeft32(t, -8)) ^ uint32(rcon)
 			rcon = xtime(rcon)
 		case nk > 6 && i%nk == 4:
-			t = subWord32(t)
+			t = subWord(t)
 		}
 		w[i] = w[i-nk] ^ t
 	}
@@ -122,10 +122,13 @@ func (s *aesSchedule) expand(key []byte) {
 	copy(s.dec[16*nr:16*nr+16], s.enc[0:16])
 }
 
-// subWord32 is subWord on a word held as a little-endian uint32.
-func subWord32(x uint32) uint32 {
-	b := subWord([4]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)})
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+// subWordGeneric32 is subWordGeneric on a word held as a little-endian
+// uint32, as subWord takes it.
+func subWordGeneric32(x uint32) uint32 {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], x)
+	b = subWordGeneric(b)
+	return binary.LittleEndian.Uint32(b[:])
 }
 
 // xtime multiplies by x in GF(2^8) modulo x^8 + x^4 + x^3 + x + 1, without
