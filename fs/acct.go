@@ -113,36 +113,32 @@ func (a *acct) pwrite(fd int, src []byte, off int64) (int, error) {
 	return n, err
 }
 
-// pwritev writes bufs (nil ones skipped) one after the other from off.
-func (a *acct) pwritev(fd int, bufs [][]byte, off int64) (int, error) {
+// pwritev writes b and then c from off, in one call where it can.
+func (a *acct) pwritev(fd int, b, c []byte, off int64) (int, error) {
 	t0 := a.now()
 	defer a.lowerSince(t0)
-	var iov [][]byte
-	for _, b := range bufs {
-		if len(b) > 0 {
-			iov = append(iov, b)
-		}
+	n, err := unix.Pwritev(fd, [][]byte{b, c}, off)
+	for err == syscall.EINTR {
+		n, err = unix.Pwritev(fd, [][]byte{b, c}, off)
 	}
-	done := 0
-	for len(iov) > 0 {
-		n, err := unix.Pwritev(fd, iov, off+int64(done))
-		if err == syscall.EINTR {
+	if err != nil || n == len(b)+len(c) {
+		return n, err
+	}
+	// A short write: the rest one buffer at a time.
+	done := n
+	for _, p := range [][]byte{b, c} {
+		if done >= len(p) {
+			done -= len(p)
 			continue
 		}
+		m, err := pwriteFull(fd, p[done:], off+int64(n))
+		n += m
 		if err != nil {
-			return done, err
+			return n, err
 		}
-		done += n
-		for n > 0 {
-			if n < len(iov[0]) {
-				iov[0] = iov[0][n:]
-				break
-			}
-			n -= len(iov[0])
-			iov = iov[1:]
-		}
+		done = 0
 	}
-	return done, nil
+	return n, nil
 }
 
 func (a *acct) ftruncate(fd int, size int64) error {

@@ -144,53 +144,54 @@ func (c *cryptIO) loadHeader(a *acct, h *ioState, fd int) syscall.Errno {
 // ensureHeader gives a file that has none (an empty lower file) a header
 // with a fresh file id.
 func (c *cryptIO) ensureHeader(a *acct, h *ioState, fd int) syscall.Errno {
-	hdr, errno := c.newHeader(a, h, fd)
-	if errno != 0 || hdr == nil {
-		return errno
-	}
-	if _, err := a.pwrite(fd, hdr, 0); err != nil {
-		h.fc = nil
-		return toErrno(err)
-	}
-	return 0
+	var b [headerSize]byte
+	_, errno := c.headerTo(a, h, fd, b[:], false)
+	return errno
 }
 
-// newHeader loads the file's header; if the file has none, it makes one
-// with a fresh file id, sets h.fc to its cipher and returns its bytes,
-// which the caller must write at offset 0 (setting h.fc back to nil if
-// that fails). It returns nil when the file already has a header.
-func (c *cryptIO) newHeader(a *acct, h *ioState, fd int) ([]byte, syscall.Errno) {
+// headerTo loads the file's header; if the file has none, it makes one
+// with a fresh file id, sets h.fc to its cipher and marshals it into dst.
+// With withData the caller writes dst at offset 0 with the data that
+// follows it, and sets h.fc back to nil if that fails (fresh reports it
+// must); otherwise headerTo writes it itself.
+func (c *cryptIO) headerTo(a *acct, h *ioState, fd int, dst []byte, withData bool) (fresh bool, errno syscall.Errno) {
 	if errno := c.loadHeader(a, h, fd); errno != 0 {
-		return nil, errno
+		return false, errno
 	}
 	if h.bad != nil {
-		return nil, c.fail(h, h.bad)
+		return false, c.fail(h, h.bad)
 	}
 	if h.fc != nil {
-		return nil, 0
+		return false, 0
 	}
 	if h.noHeader {
 		// Units stored under the lost file id would decrypt to garbage
 		// under the new one: make them holes (zeros), as they read now.
 		if err := a.ftruncate(fd, 0); err != nil {
-			return nil, toErrno(err)
+			return false, toErrno(err)
 		}
 		if err := a.ftruncate(fd, content.LowerSize(h.size)); err != nil {
-			return nil, toErrno(err)
+			return false, toErrno(err)
 		}
 		h.noHeader = false
 	}
 	hdr := c.engine.NewHeader()
-	b := make([]byte, headerSize)
-	hdr.Marshal(b)
+	hdr.Marshal(dst)
 	t0 := a.now()
 	fc, err := c.engine.FileCipher(&hdr)
 	a.cryptoSince(t0)
 	if err != nil {
-		return nil, c.fail(h, err)
+		return false, c.fail(h, err)
 	}
 	h.fc = fc
-	return b, 0
+	if withData {
+		return true, 0
+	}
+	if _, err := a.pwrite(fd, dst[:headerSize], 0); err != nil {
+		h.fc = nil
+		return false, toErrno(err)
+	}
+	return false, 0
 }
 
 // aesBlock is the AES block size: units whose length is not a multiple
@@ -405,74 +406,48 @@ func (c *cryptIO) writeOwned(a *acct, h *ioState, fd int, src []byte, off int64)
 	if len(src) < extentSize || len(src)%extentSize != 0 || off%extentSize != 0 || h.size%extentSize != 0 {
 		return c.write(a, h, fd, src, off)
 	}
+	if errno := c.loadHeader(a, h, fd); errno != 0 {
+		return 0, errno
+	}
+	if h.fc == nil || h.bad != nil {
+		// A file without a header yet (or a broken one): write makes
+		// it (and carries it with extent 0) or reports it.
+		return c.write(a, h, fd, src, off)
+	}
 	// From here the old size and the write both end on extent
 	// boundaries: every extent written is a full unit, the old tail is
 	// no partial unit to promote, and a write that grows the file ends
 	// in the empty tail unit, the zero trailer.
-	hdr, errno := c.newHeader(a, h, fd)
-	if errno != 0 {
-		return 0, errno
-	}
 	e0 := off / extentSize
 	end := off + int64(len(src))
-	if hdr != nil && e0 != 0 {
-		if _, err := a.pwrite(fd, hdr, 0); err != nil {
-			h.fc = nil
-			return 0, toErrno(err)
-		}
-		hdr = nil
-	}
 	t0 := a.now()
 	h.fc.EncryptExtents(src, e0)
 	a.cryptoSince(t0)
-	var zero [trailer]byte
-	bufs := [3][]byte{hdr, src, nil}
+	var err error
 	if end > h.size {
-		bufs[2] = zero[:]
+		_, err = a.pwritev(fd, src, emptyTail[:], content.UnitOffset(e0))
+	} else {
+		_, err = a.pwrite(fd, src, content.UnitOffset(e0))
 	}
-	at := content.UnitOffset(e0)
-	if hdr != nil {
-		at = 0
-	}
-	if _, err := a.pwritev(fd, bufs[:], at); err != nil {
-		if hdr != nil {
-			h.fc = nil
-		}
+	if err != nil {
 		return 0, toErrno(err)
 	}
 	h.size = max(h.size, end)
 	return len(src), 0
 }
 
+// emptyTail is the empty tail unit a write that ends on an extent
+// boundary leaves after it.
+var emptyTail [trailer]byte
+
 func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
 	if len(src) == 0 {
 		return 0, 0
-	}
-	// A file's first write from offset 0 (a new file's, mostly) carries
-	// its new header: one pwrite, not two.
-	hdr, errno := c.newHeader(a, h, fd)
-	if errno != 0 {
-		return 0, errno
-	}
-	if hdr != nil && off >= extentSize {
-		if _, err := a.pwrite(fd, hdr, 0); err != nil {
-			h.fc = nil
-			return 0, toErrno(err)
-		}
-		hdr = nil
 	}
 	oldSize := h.size
 	end := off + int64(len(src))
 	newSize := max(oldSize, end)
 	e0, e1 := off/extentSize, (end-1)/extentSize
-	if end > oldSize && oldSize%extentSize != 0 && oldSize/extentSize < e0 {
-		// The old last extent stays outside the written range but stops
-		// being the last: store it as a full extent.
-		if errno := c.promoteTail(a, h, fd, oldSize); errno != 0 {
-			return 0, errno
-		}
-	}
-
 	total := int(e1-e0)*extentSize + content.UnitSize(e1, newSize)
 	// A write that grows the file to an extent boundary ends in an empty
 	// last extent: its tail unit is the 16-byte trailer, stored as zeros
@@ -481,10 +456,23 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	if zeroTrailer {
 		total += trailer
 	}
-	// buf follows room for the header, which precedes extent 0.
+	// buf follows room for the header, which precedes extent 0: a
+	// file's first write from offset 0 (a new file's, mostly) carries
+	// its new header, one pwrite, not two.
 	p, whole := getBuf(headerSize + total)
 	defer putBuf(p)
 	buf := whole[headerSize:]
+	fresh, errno := c.headerTo(a, h, fd, whole[:headerSize], e0 == 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	if end > oldSize && oldSize%extentSize != 0 && oldSize/extentSize < e0 {
+		// The old last extent stays outside the written range but stops
+		// being the last: store it as a full extent.
+		if errno := c.promoteTail(a, h, fd, oldSize); errno != 0 {
+			return 0, errno
+		}
+	}
 
 	// Units the write does not cover completely keep their old bytes.
 	partial := [2]int64{e0, e1}
@@ -557,13 +545,11 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	}
 	a.cryptoSince(t0)
 	out, at := buf, content.UnitOffset(e0)
-	if hdr != nil {
-		// e0 == 0: the header and extent 0 are adjacent.
-		copy(whole, hdr)
-		out, at = whole, 0
+	if fresh {
+		out, at = whole, 0 // the header, then extent 0
 	}
 	if _, err := a.pwrite(fd, out, at); err != nil {
-		if hdr != nil {
+		if fresh {
 			h.fc = nil
 		}
 		return 0, toErrno(err)
