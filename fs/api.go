@@ -446,6 +446,7 @@ func (r *root) build(o Options, lower string) error {
 	}
 	r.main.rootDev, r.main.rootIno = st.Dev, st.Ino
 	r.main.rootCloseNoop = closeIsNoop(r.main.rootFd)
+	r.main.rootDirAtime = dirAtimeOf(r.main.rootFd)
 	if o.Mirror != "" {
 		if o.KernelPassthrough {
 			return errors.New("mirror mode needs every READ and WRITE in the daemon: no kernel passthrough")

@@ -3,9 +3,11 @@ package fs
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -218,6 +220,64 @@ func TestSharedStorage(t *testing.T) {
 				case !shared && mode != 0644:
 					t.Errorf("default mount: the chmod in LOWER shows within %v (mode %v): the kernel does not keep attributes for CacheTimeout (%v)",
 						SharedCacheTimeout+time.Second/2, mode, CacheTimeout)
+				}
+			}
+		})
+	}
+}
+
+// TestSharedStorageListing: a name made in a directory through a second
+// mount of the same volume (a writer behind the first mount's back) shows
+// in the first mount's next listing with --shared-storage, whose kernel
+// keeps no listing; a default mount serves the listing it holds
+// (FOPEN_CACHE_DIR) until the directory's attributes expire, and does not
+// show it within SharedCacheTimeout. The directory is held open all
+// through so that the kernel cannot drop it and its listing early.
+func TestSharedStorageListing(t *testing.T) {
+	for _, v := range diffVariants {
+		t.Run(v.name, func(t *testing.T) {
+			for _, shared := range []bool{true, false} {
+				tm := newVolume(t, v)
+				tm.mount(t, func(o *Options) { o.SharedStorage = shared })
+				d := filepath.Join(tm.mnt, "d")
+				must(t, os.Mkdir(d, 0755))
+				must(t, os.WriteFile(filepath.Join(d, "old"), nil, 0644))
+				h, err := os.Open(d)
+				must(t, err)
+				defer h.Close()
+				list := func() string {
+					names, err := h.Readdirnames(-1)
+					must(t, err)
+					_, err = h.Seek(0, io.SeekStart)
+					must(t, err)
+					sort.Strings(names)
+					return strings.Join(names, " ")
+				}
+				if got := list(); got != "old" {
+					t.Fatalf("listing %q, want \"old\"", got)
+				}
+				second := &testMount{lower: tm.lower, mnt: filepath.Join(t.TempDir(), "mnt"), cfg: tm.cfg,
+					master: tm.master, log: &syncBuffer{}}
+				must(t, os.Mkdir(second.mnt, 0755))
+				second.mount(t, func(o *Options) { o.SharedStorage = true })
+				must(t, os.WriteFile(filepath.Join(second.mnt, "d", "new"), nil, 0644))
+				deadline := time.Now().Add(SharedCacheTimeout + time.Second/2)
+				if shared {
+					deadline = time.Now().Add(10 * SharedCacheTimeout)
+				}
+				var got string
+				for {
+					got = list()
+					if got == "new old" || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				switch {
+				case shared && got != "new old":
+					t.Errorf("shared storage: a name made through a second mount is not listed after %v (%q)", 10*SharedCacheTimeout, got)
+				case !shared && got != "old":
+					t.Errorf("default mount: a name made behind the mount is listed within %v (%q): the kernel does not keep the listing", SharedCacheTimeout+time.Second/2, got)
 				}
 			}
 		})

@@ -9,6 +9,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
@@ -63,7 +65,111 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	x.filesMu.Lock()
 	x.dirs = append(x.dirs, d)
 	x.filesMu.Unlock()
-	return d, 0, 0
+	return d, n.dirOpenFlags(fd), 0
+}
+
+// dirOpenFlags are the OPENDIR reply's flags for n. Unless LOWER is
+// shared, the kernel keeps a full listing of a directory in its page
+// cache (FOPEN_CACHE_DIR, and FOPEN_KEEP_CACHE so that the next opendir
+// keeps it too) and serves later listings from there, without a
+// READDIR(PLUS) round trip or the daemon's work per entry. The kernel
+// itself drops the cached listing when the directory changes through the
+// mount (every create, mkdir, mknod, symlink, link, unlink, rmdir and
+// rename in it bumps the directory's i_version, which the cache is
+// checked against at the start of each listing) and when the directory's
+// mtime changes in the attributes it caches (a change behind the mount
+// shows once they are refreshed, within the attribute timeout, as entries
+// do). One case is the daemon's: after a READ of a child the kernel holds
+// the child's atime stale, and a listing from the cache would leave
+// find, du or ls -l to ask a GETATTR per such child; such a listing is
+// made by the daemon again (no flags: the kernel drops its cached listing
+// at the open, and does not cache this one; go-fuse sets both flags where
+// either is), whose READDIRPLUS refreshes those attributes in bulk. And a
+// listing from the cache must not leave the lower directory's atime where
+// a native listing would change it (atimeWantsListing). With shared
+// storage every listing reaches the daemon, which is how changes made
+// behind the mount show at once. fd is the lower directory.
+func (n *node) dirOpenFlags(fd int) uint32 {
+	if n.r().sharedStorage {
+		return 0
+	}
+	d := n.dir()
+	if d.childAtimeStale.Load() && d.childAtimeStale.Swap(false) {
+		return 0
+	}
+	if n.r().main.atimeWantsListing(fd, d.listedMtime.Load()) {
+		return 0
+	}
+	return fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+}
+
+// dirAtime is how a filesystem's mount updates a directory's atime when
+// it is listed.
+type dirAtime uint8
+
+const (
+	dirAtimeStrict dirAtime = iota // every listing (strictatime)
+	dirAtimeRel                    // relatime's rule (relatimeNeedsUpdate)
+	dirAtimeNever                  // noatime, nodiratime
+)
+
+// dirAtimeOf reads the atime mode of the mount of fd from its statfs
+// flags; strict when they cannot be read.
+func dirAtimeOf(fd int) dirAtime {
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil {
+		return dirAtimeStrict
+	}
+	switch {
+	case st.Flags&(unix.ST_NOATIME|unix.ST_NODIRATIME) != 0:
+		return dirAtimeNever
+	case st.Flags&unix.ST_RELATIME != 0:
+		return dirAtimeRel
+	}
+	return dirAtimeStrict
+}
+
+// atimeWantsListing reports whether the next listing of the lower
+// directory open as fd must be the daemon's although the kernel may hold
+// it: when a native listing would update the directory's atime (always on
+// a strictatime mount, never on a noatime or nodiratime one, and on a
+// relatime one, the default, when the atime is not after both the mtime
+// and the ctime, or is a day old: the kernel's relatime rule) and the
+// directory's mtime is still listedMtime, that of the daemon's last
+// listing, so that the kernel's cached listing may still be valid. (Once
+// the mtime moved, the directory changed through the mount since and the
+// kernel dropped its listing itself: the daemon makes the next one anyway,
+// and the kernel may keep that one.) Where fd cannot be read, it says yes.
+func (s *side) atimeWantsListing(fd int, listedMtime int64) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return true
+	}
+	if st.Mtim.Nano() != listedMtime {
+		return false
+	}
+	mode := s.rootDirAtime
+	if st.Dev != s.rootDev {
+		mode = dirAtimeOf(fd) // a filesystem mounted inside LOWER
+	}
+	switch mode {
+	case dirAtimeNever:
+		return false
+	case dirAtimeRel:
+		return relatimeNeedsUpdate(st.Atim, st.Mtim, st.Ctim, time.Now())
+	}
+	return true
+}
+
+// relatimeNeedsUpdate is the kernel's relatime rule (relatime_need_update
+// in fs/inode.c): an access updates the atime if it is not after the
+// mtime, not after the ctime, or older than a day.
+func relatimeNeedsUpdate(atime, mtime, ctime unix.Timespec, now time.Time) bool {
+	after := func(a, b unix.Timespec) bool { return a.Sec > b.Sec || a.Sec == b.Sec && a.Nsec > b.Nsec }
+	if !after(atime, mtime) || !after(atime, ctime) {
+		return true
+	}
+	return now.Unix()-atime.Sec >= 24*60*60
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {

@@ -54,7 +54,7 @@ func (f *file) twin(o *opRun, fn func(s *side, a *acct, fd int) syscall.Errno) {
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
 	o := f.n.r().begin(measure.OpRead, f.n)
 	defer func() { o.end(errno) }()
-	f.n.readServed()
+	f.n.fileReadServed()
 	st := &f.n.extra().io
 	st.mu.RLock()
 	n, errno := f.n.r().main.io.read(&o.a, st, f.fd, dest, off)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
@@ -43,8 +44,10 @@ func lsL(t *testing.T, dir string) []string {
 // TestWarmListing: a second ls -l of a directory whose entries the kernel
 // holds makes no LOOKUP and no GETXATTR per file (READDIRPLUS sends those
 // entries without a lookup, so the kernel keeps them and their cached
-// ACLs), and every listing shows what a native directory shows after each
-// change made through the mount since the last one.
+// ACLs) and does not even read the directory again (the kernel serves the
+// listing from its cache), and every listing shows what a native
+// directory shows after each change made through the mount since the last
+// one (the kernel drops its cached listing at each).
 func TestWarmListing(t *testing.T) {
 	for _, v := range diffVariants {
 		t.Run(v.name, func(t *testing.T) {
@@ -100,6 +103,11 @@ func TestWarmListing(t *testing.T) {
 					return lsL(t, filepath.Join(native, "d"))
 				}()
 				must(t, s.do(filepath.Join(tm.mnt, "d")))
+				// Past the clock tick of the change: the listing then
+				// moves the directory's atime past its mtime, as a
+				// native one would, and the next may come from the
+				// kernel's cache (atimeWantsListing).
+				time.Sleep(clockTick)
 				got := lsL(t, filepath.Join(tm.mnt, "d"))
 				if strings.Join(got, "\n") != strings.Join(want, "\n") {
 					t.Errorf("after %s: listing\n%s\nnatively\n%s", s.name, strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -116,6 +124,9 @@ func TestWarmListing(t *testing.T) {
 				}
 				if n := after["getxattr"] - before["getxattr"]; n != 0 {
 					t.Errorf("after %s: a warm ls -l made %d GETXATTRs (ACLs the kernel had cached), want 0", s.name, n)
+				}
+				if n := after["readdir"] - before["readdir"]; n != 0 {
+					t.Errorf("after %s: a warm ls -l read the directory %d times, want 0 (the kernel's listing cache, FOPEN_CACHE_DIR)", s.name, n)
 				}
 			}
 		})
@@ -381,6 +392,72 @@ func TestReaddirModes(t *testing.T) {
 			}
 			if mode != ReaddirPlus && lookups < n/2 {
 				t.Errorf("%s: %d LOOKUPs after a listing of names, want one for most of %d entries", mode, lookups, n)
+			}
+		})
+	}
+}
+
+// clockTick is longer than the kernel's coarse clock tick (jiffies, at
+// most 10 ms), in which file times advance.
+const clockTick = 25 * time.Millisecond
+
+// TestListingAtime: a listing changes a directory's atime on the mount
+// exactly where it does natively (relatime: when the atime is not after
+// the mtime or the ctime), although the kernel serves listings from its
+// cache: after a create, after a chmod of the directory, and not when
+// listed again with nothing changed, where the mount's listing comes from
+// the kernel's cache (once it holds one).
+func TestListingAtime(t *testing.T) {
+	for _, v := range diffVariants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			rec := measure.NewRecorder("test")
+			tm.mount(t, func(o *Options) { o.Recorder = rec })
+			native := t.TempDir()
+			atime := func(d string) int64 {
+				var st unix.Stat_t
+				must(t, unix.Stat(d, &st))
+				return st.Atim.Nano()
+			}
+			none := func(string) error { return nil }
+			steps := []struct {
+				name     string
+				do       func(d string) error
+				readdirs int64 // listings the daemon makes (0: the kernel's cached one)
+			}{
+				{"after a create", func(d string) error { return os.WriteFile(filepath.Join(d, "f"), nil, 0644) }, 1},
+				{"again", none, 0},
+				// The kernel's listing is still valid: the daemon makes
+				// this one, which the kernel does not keep, then one it
+				// keeps (go-fuse offers no way to replace a cached listing).
+				{"after a chmod of the directory", func(d string) error { return os.Chmod(d, 0700) }, 1},
+				{"again after the chmod", none, 1},
+				{"a third time after the chmod", none, 0},
+			}
+			for _, root := range []string{native, tm.mnt} {
+				must(t, os.Mkdir(filepath.Join(root, "d"), 0755))
+			}
+			for _, s := range steps {
+				changed := map[string]bool{}
+				var readdirs int64
+				for _, root := range []string{native, tm.mnt} {
+					d := filepath.Join(root, "d")
+					must(t, s.do(d))
+					time.Sleep(clockTick)
+					before := atime(d)
+					r0 := opStats(rec, "readdir").Count
+					_, err := os.ReadDir(d)
+					must(t, err)
+					readdirs = opStats(rec, "readdir").Count - r0
+					time.Sleep(clockTick)
+					changed[root] = atime(d) != before
+				}
+				if changed[tm.mnt] != changed[native] {
+					t.Errorf("listing %s: atime changed %v on the mount, %v natively", s.name, changed[tm.mnt], changed[native])
+				}
+				if readdirs != s.readdirs {
+					t.Errorf("listing %s: the daemon read the directory %d times, want %d", s.name, readdirs, s.readdirs)
+				}
 			}
 		})
 	}

@@ -496,6 +496,13 @@ func (n *node) readdirFd(ctx context.Context, fd int) (entries []fuse.DirEntry, 
 	if errno == 0 {
 		entries, lower, errno = m.readdirAt(&o.a, n, fd, rel)
 	}
+	if errno == 0 && !n.r().sharedStorage {
+		// For dirOpenFlags: the mtime this listing saw.
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			n.dir().listedMtime.Store(st.Mtim.Nano())
+		}
+	}
 	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 		_, errno := s.readdir(a, n)
 		return errno

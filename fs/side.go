@@ -41,6 +41,9 @@ type side struct {
 	// rootCloseNoop is set when the filesystem of the lower root does
 	// nothing at close(2) (see closeIsNoop).
 	rootCloseNoop bool
+	// rootDirAtime is how the filesystem of the lower root updates a
+	// directory's atime when it is listed (see dirAtimeOf).
+	rootDirAtime dirAtime
 }
 
 // root is shared by all nodes of one mount.
@@ -159,6 +162,14 @@ type dirState struct {
 	// with its attributes (a READDIRPLUS that looked each one up; see
 	// listing), in Unix nanoseconds.
 	listed atomic.Int64
+	// childAtimeStale is set when a file's atimeStale is (a READ of it
+	// was served since the kernel last got its attributes): the next
+	// listing goes to the daemon instead of the kernel's cached one, so
+	// that its READDIRPLUS refreshes those attributes (dirOpenFlags).
+	childAtimeStale atomic.Bool
+	// listedMtime is the lower directory's mtime (Unix nanoseconds) at
+	// the daemon's last listing of it (see atimeWantsListing).
+	listedMtime atomic.Int64
 	// r is the mount, in the root node's dirState only.
 	r *root
 }
@@ -203,6 +214,21 @@ type nodeExtra struct {
 func (n *node) readServed() {
 	if x := n.extra(); !x.atimeStale.Load() {
 		x.atimeStale.Store(true)
+	}
+}
+
+// fileReadServed notes a READ served for file n: readServed, and the
+// parent's childAtimeStale (not for a READDIR of a directory: its parent's
+// listing made again for one stale subdirectory would cost more than the
+// GETATTR it spares, and each uncached listing would mark the next level).
+func (n *node) fileReadServed() {
+	if x := n.extra(); !x.atimeStale.Load() {
+		x.atimeStale.Store(true)
+		if _, p := n.Parent(); p != nil {
+			if pd := p.Operations().(*node).dir(); !pd.childAtimeStale.Load() {
+				pd.childAtimeStale.Store(true)
+			}
+		}
 	}
 }
 
