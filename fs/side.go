@@ -210,11 +210,11 @@ type nodeExtra struct {
 	atimeStale atomic.Bool
 }
 
-// readServed notes a READ or READDIR served for n (see atimeStale).
-func (n *node) readServed() {
-	if x := n.extra(); !x.atimeStale.Load() {
-		x.atimeStale.Store(true)
-	}
+// readServed notes a READ or READDIR served for n (see atimeStale), and
+// reports whether the kernel's atime of n just became stale.
+func (n *node) readServed() bool {
+	x := n.extra()
+	return !x.atimeStale.Load() && !x.atimeStale.Swap(true)
 }
 
 // fileReadServed notes a READ served for file n: readServed, and the
@@ -222,12 +222,12 @@ func (n *node) readServed() {
 // listing made again for one stale subdirectory would cost more than the
 // GETATTR it spares, and each uncached listing would mark the next level).
 func (n *node) fileReadServed() {
-	if x := n.extra(); !x.atimeStale.Load() {
-		x.atimeStale.Store(true)
-		if _, p := n.Parent(); p != nil {
-			if pd := p.Operations().(*node).dir(); !pd.childAtimeStale.Load() {
-				pd.childAtimeStale.Store(true)
-			}
+	if !n.readServed() {
+		return
+	}
+	if _, p := n.Parent(); p != nil {
+		if pd := p.Operations().(*node).dir(); !pd.childAtimeStale.Load() {
+			pd.childAtimeStale.Store(true)
 		}
 	}
 }
