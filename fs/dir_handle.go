@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"io"
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -16,22 +18,31 @@ import (
 
 // dirHandle is an open directory. It keeps a descriptor of the lower
 // directory so that fstat and fsync keep working after the directory was
-// removed or renamed, as they do natively; the listing itself is made on
-// the first read (and again after a rewind to the start).
+// removed or renamed, as they do natively. A listing streams: the entries
+// are read from the lower directory a batch at a time (readdirBatch) as
+// the kernel asks for them, so that an open directory holds one batch,
+// not its whole listing, however big the directory. An entry's offset is
+// the lower filesystem's own (its d_off), so a seekdir(3) to a
+// telldir(3) position lands where it does on the lower filesystem,
+// across changes made meanwhile, as on a native directory.
 type dirHandle struct {
 	n  *node
 	fd int
 
 	mu sync.Mutex
-	// The listing of the current pass (nil before the first read and
-	// after a rewind): the entries in plaintext, their lower names, and
-	// the index of the next entry to hand out. last is the index of the
-	// entry handed out last, which go-fuse looks up next in a
-	// READDIRPLUS (Lookup).
-	entries []fuse.DirEntry
-	lower   []string
-	next    int
-	last    int
+	// The current pass over the entries (inPass is false before the
+	// first read and after a rewind): the batch read last, in plaintext,
+	// and the entries' lower names, the index of the next entry to hand
+	// out, whether the lower directory has no more and whether a batch
+	// was read in this pass. lastName and
+	// lastLower are the entry handed out last, which go-fuse looks up
+	// next in a READDIRPLUS (Lookup); loc is the lower directory.
+	inPass, eof, filled bool
+	batch               []fuse.DirEntry
+	lower               []string
+	next                int
+	lastName, lastLower string
+	loc                 dirLoc
 	// known is set for a listing made while the kernel still holds
 	// fresh entries of the directory's children (see Lookup); started
 	// is when the listing began, skipped whether it sent an entry
@@ -175,69 +186,106 @@ func relatimeNeedsUpdate(atime, mtime, ctime unix.Timespec, now time.Time) bool 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.entries == nil {
-		if errno := d.start(ctx); errno != 0 {
+	if !d.inPass {
+		if errno := d.start(0); errno != 0 {
 			return nil, errno
 		}
 	}
-	if d.next >= len(d.entries) {
-		if !d.skipped && !d.partial && d.looked >= d.listed {
-			// Every entry was looked up (READDIRPLUS throughout,
-			// nothing the kernel still held fresh): the kernel now
-			// holds each child's entry and attributes, from no
-			// earlier than the start of this listing.
-			d.n.listedAt(d.started)
+	for d.next >= len(d.batch) {
+		if d.eof {
+			d.end()
+			return nil, 0
 		}
-		return nil, 0
+		if errno := d.fill(); errno != 0 {
+			return nil, errno
+		}
 	}
-	e := d.entries[d.next]
-	d.last = d.next
+	e := d.batch[d.next]
+	d.lastName, d.lastLower = e.Name, d.lower[d.next]
 	d.next++
-	e.Off = uint64(d.next)
 	if e.Name != "." && e.Name != ".." {
 		d.listed++
 	}
 	return &e, 0
 }
 
-// start reads the directory for a new pass over its entries.
-func (d *dirHandle) start(ctx context.Context) syscall.Errno {
-	entries, lower, errno := d.n.readdirFd(ctx, d.fd)
+// start begins a pass over the entries from the lower directory's
+// position off (0: a new listing).
+func (d *dirHandle) start(off uint64) syscall.Errno {
+	m := d.n.r().main
+	rel, errno := m.rel(untimed, d.n)
 	if errno != 0 {
 		return errno
 	}
-	if entries == nil {
-		entries = []fuse.DirEntry{}
+	if _, err := unix.Seek(d.fd, int64(off), io.SeekStart); err != nil {
+		return toErrno(err)
 	}
-	d.entries, d.lower, d.next, d.last = entries, lower, 0, -1
+	d.inPass, d.eof, d.filled, d.loc = true, false, false, m.loc(d.fd, rel, "")
+	d.batch, d.lower, d.next = d.batch[:0], d.lower[:0], 0
+	d.lastName, d.lastLower = "", ""
 	d.n.readServed()
 	d.started = time.Now().UnixNano()
 	d.known = d.n.listing(d.started)
-	d.skipped, d.partial, d.listed, d.looked = false, false, 0, 0
-	return 0
+	d.skipped, d.partial, d.listed, d.looked = false, off != 0, 0, 0
+	if off != 0 {
+		return 0
+	}
+	errno = d.fill()
+	if errno != 0 {
+		d.inPass = false
+	}
+	return errno
 }
 
+// fill reads the next batch of the pass. A batch that holds no entry
+// (the end of the listing, or only the transform's own files) leaves
+// next at the end of batch.
+func (d *dirHandle) fill() syscall.Errno {
+	first := !d.filled && !d.partial
+	d.filled = true
+	d.batch, d.lower, d.next = d.batch[:0], d.lower[:0], 0
+	var errno syscall.Errno
+	d.batch, d.lower, d.eof, errno = d.n.readdirBatch(d.fd, d.loc, first, d.batch, d.lower)
+	return errno
+}
+
+// end ends a pass that reached the end of the lower directory.
+func (d *dirHandle) end() {
+	if !d.n.r().sharedStorage {
+		// For dirOpenFlags: the mtime this listing saw.
+		var st unix.Stat_t
+		if unix.Fstat(d.fd, &st) == nil {
+			d.n.dir().listedMtime.Store(st.Mtim.Nano())
+		}
+	}
+	if !d.skipped && !d.partial && d.looked >= d.listed {
+		// Every entry was looked up (READDIRPLUS throughout,
+		// nothing the kernel still held fresh): the kernel now
+		// holds each child's entry and attributes, from no
+		// earlier than the start of this listing.
+		d.n.listedAt(d.started)
+	}
+	// The batch buffers are not kept: an idle open directory holds
+	// nothing of its listing.
+	d.batch, d.lower, d.next = nil, nil, 0
+}
+
+// Seekdir moves to off, a position an entry of this directory was sent
+// with (the lower filesystem's d_off), or 0 for the start.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if off == 0 {
 		// rewinddir(3): list again, so that changes since are seen.
-		d.entries, d.lower = nil, nil
+		d.inPass = false
 		return 0
 	}
-	if d.entries == nil {
-		if errno := d.start(ctx); errno != 0 {
-			return errno
-		}
+	if off > math.MaxInt64 {
+		return syscall.EINVAL
 	}
 	// Entries before off are not sent again: this pass is no full
 	// listing.
-	d.partial = true
-	if off > uint64(len(d.entries)) {
-		return syscall.EINVAL
-	}
-	d.next, d.last = int(off), -1
-	return 0
+	return d.start(off)
 }
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
@@ -283,12 +331,12 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		}
 	}
 	d.looked++
-	if i := d.last; i >= 0 && i < len(d.entries) && d.entries[i].Name == name && !names.IsLong(d.lower[i]) {
+	if d.lastName == name && d.lastLower != "" && !names.IsLong(d.lastLower) {
 		// The entry just read: looked up through the handle's own
 		// descriptor, under the lower name the listing read. (A long
 		// name goes the usual way, which checks it against its
 		// sidecar.)
-		return d.n.lookupIn(ctx, name, d.fd, d.lower[i], out)
+		return d.n.lookupIn(ctx, name, d.fd, d.lastLower, out)
 	}
 	return d.n.Lookup(ctx, name, out)
 }

@@ -24,3 +24,8 @@ func parseDirent(b []byte) (ino uint64, typ uint8, name string, reclen int) {
 	}
 	return ino, typ, string(nb), reclen
 }
+
+// direntOff is the d_off of the linux_dirent64 record at the start of b:
+// the lower filesystem's position after that entry, which lseek(2) on the
+// directory returns to.
+func direntOff(b []byte) uint64 { return binary.NativeEndian.Uint64(b[8:16]) }

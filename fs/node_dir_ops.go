@@ -2,7 +2,7 @@ package fs
 
 import (
 	"context"
-	"io"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -480,34 +480,83 @@ func (n *node) Readlink(ctx context.Context) (target []byte, errno syscall.Errno
 	return target, errno
 }
 
-// readdirFd lists directory n through fd, the descriptor of its lower
-// directory that an open directory handle holds (read again from the
-// start). lower holds each entry's lower name.
-func (n *node) readdirFd(ctx context.Context, fd int) (entries []fuse.DirEntry, lower []string, errno syscall.Errno) {
+// direntBufSize is the buffer of one getdents(2) of a listing: a batch
+// of entries (about 300 encrypted names), decoded and handed to the
+// kernel before the next is read.
+const direntBufSize = 32 << 10
+
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, direntBufSize); return &b }}
+
+// readdirBatch reads the next entries of directory n from fd, the
+// descriptor of its lower directory that an open directory handle holds,
+// from the descriptor's offset: one getdents(2), and a second where the
+// first came back short (a listing's end, usually, which the second
+// confirms in the same op), their names decoded; appended to entries
+// (plaintext, Off the lower filesystem's d_off) and lower (their lower
+// names). eof is set when the lower directory has no more entries. One
+// batch is one readdir op of the instrument; first marks a pass's first
+// batch, which the mirror side's listing goes with.
+func (n *node) readdirBatch(fd int, d dirLoc, first bool, entries []fuse.DirEntry, lower []string) (_ []fuse.DirEntry, _ []string, eof bool, errno syscall.Errno) {
 	o := n.r().begin(measure.OpReaddir, n)
 	defer func() { o.end(errno) }()
 	m := n.r().main
-	rel, errno := m.rel(&o.a, n)
-	if errno == 0 {
-		if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
-			errno = toErrno(err)
+	if first {
+		if errno := m.t.openDir(&o.a, n, d); errno != 0 {
+			return entries, lower, false, errno
 		}
 	}
-	if errno == 0 {
-		entries, lower, errno = m.readdirAt(&o.a, n, fd, rel)
-	}
-	if errno == 0 && !n.r().sharedStorage {
-		// For dirOpenFlags: the mtime this listing saw.
-		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil {
-			n.dir().listedMtime.Store(st.Mtim.Nano())
+	bp := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(bp)
+	buf := *bp
+	for try := 0; try < 2; try++ {
+		t0 := o.a.now()
+		nb, err := unix.Getdents(fd, buf)
+		o.a.lowerSince(t0)
+		if err != nil {
+			return entries, lower, false, toErrno(err)
+		}
+		if nb == 0 {
+			eof = true
+			break
+		}
+		entries, lower = m.decodeDirents(&o.a, n, d, buf[:nb], entries, lower)
+		if nb > len(buf)/2 {
+			break
 		}
 	}
-	o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
-		_, errno := s.readdir(a, n)
-		return errno
-	})
-	return entries, lower, errno
+	if first {
+		o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
+			_, errno := s.readdir(a, n)
+			return errno
+		})
+	}
+	return entries, lower, eof, 0
+}
+
+// decodeDirents appends the entries of the getdents(2) records in b, read
+// from directory n (at d) on side s, in plaintext, to entries, and their
+// lower names to lower. Names of the transform's own files, and names
+// that do not decode, are left out.
+func (s *side) decodeDirents(a *acct, n *node, d dirLoc, b []byte, entries []fuse.DirEntry, lower []string) ([]fuse.DirEntry, []string) {
+	for len(b) > 0 {
+		ino, typ, name, reclen := parseDirent(b)
+		off := direntOff(b)
+		b = b[reclen:]
+		plain, ok := name, true
+		if name != "." && name != ".." {
+			// "." and ".." are listed as the lower directory has
+			// them, as go-fuse's loopback does (its bridge does not
+			// look them up in READDIRPLUS); they are not names of
+			// the transform.
+			plain, ok = s.t.plainName(a, n, d, name)
+		}
+		if !ok {
+			continue
+		}
+		entries = append(entries, fuse.DirEntry{Name: plain, Ino: ino, Mode: uint32(typ) << 12, Off: off})
+		lower = append(lower, name)
+	}
+	return entries, lower
 }
 
 // readdir lists directory n on side s in plaintext.
@@ -529,7 +578,7 @@ func (s *side) readdirAt(a *acct, n *node, fd int, rel string) (entries []fuse.D
 	if errno := s.t.openDir(a, n, d); errno != 0 {
 		return nil, nil, errno
 	}
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, direntBufSize)
 	for {
 		t0 := a.now()
 		nb, err := unix.Getdents(fd, buf)
@@ -540,23 +589,7 @@ func (s *side) readdirAt(a *acct, n *node, fd int, rel string) (entries []fuse.D
 		if nb == 0 {
 			break
 		}
-		for b := buf[:nb]; len(b) > 0; {
-			ino, typ, name, reclen := parseDirent(b)
-			b = b[reclen:]
-			plain, ok := name, true
-			if name != "." && name != ".." {
-				// "." and ".." are listed as the lower directory has
-				// them, as go-fuse's loopback does (its bridge does not
-				// look them up in READDIRPLUS); they are not names of
-				// the transform.
-				plain, ok = s.t.plainName(a, n, d, name)
-			}
-			if !ok {
-				continue
-			}
-			entries = append(entries, fuse.DirEntry{Name: plain, Ino: ino, Mode: uint32(typ) << 12})
-			lower = append(lower, name)
-		}
+		entries, lower = s.decodeDirents(a, n, d, buf[:nb], entries, lower)
 	}
 	return entries, lower, 0
 }
