@@ -241,11 +241,11 @@ func (d *dirHandle) start(off uint64) syscall.Errno {
 // (the end of the listing, or only the transform's own files) leaves
 // next at the end of batch.
 func (d *dirHandle) fill() syscall.Errno {
-	first := !d.filled && !d.partial
+	first := !d.filled
 	d.filled = true
 	d.batch, d.lower, d.next = d.batch[:0], d.lower[:0], 0
 	var errno syscall.Errno
-	d.batch, d.lower, d.eof, errno = d.n.readdirBatch(d.fd, d.loc, first, d.batch, d.lower)
+	d.batch, d.lower, d.eof, errno = d.n.readdirBatch(d.fd, d.loc, first, first && !d.partial, d.batch, d.lower)
 	return errno
 }
 

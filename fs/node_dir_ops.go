@@ -494,9 +494,11 @@ var direntBufs = sync.Pool{New: func() any { b := make([]byte, direntBufSize); r
 // confirms in the same op), their names decoded; appended to entries
 // (plaintext, Off the lower filesystem's d_off) and lower (their lower
 // names). eof is set when the lower directory has no more entries. One
-// batch is one readdir op of the instrument; first marks a pass's first
-// batch, which the mirror side's listing goes with.
-func (n *node) readdirBatch(fd int, d dirLoc, first bool, entries []fuse.DirEntry, lower []string) (_ []fuse.DirEntry, _ []string, eof bool, errno syscall.Errno) {
+// batch is one readdir op of the instrument. first marks a pass's first
+// batch, which checks that the directory can be listed; whole marks the
+// first batch of a pass from the start, which the mirror side's listing
+// goes with.
+func (n *node) readdirBatch(fd int, d dirLoc, first, whole bool, entries []fuse.DirEntry, lower []string) (_ []fuse.DirEntry, _ []string, eof bool, errno syscall.Errno) {
 	o := n.r().begin(measure.OpReaddir, n)
 	defer func() { o.end(errno) }()
 	m := n.r().main
@@ -524,7 +526,7 @@ func (n *node) readdirBatch(fd int, d dirLoc, first bool, entries []fuse.DirEntr
 			break
 		}
 	}
-	if first {
+	if whole {
 		o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
 			_, errno := s.readdir(a, n)
 			return errno
