@@ -561,24 +561,17 @@ func (s *side) decodeDirents(a *acct, n *node, d dirLoc, b []byte, entries []fus
 	return entries, lower
 }
 
-// readdir lists directory n on side s in plaintext.
-func (s *side) readdir(a *acct, n *node) ([]fuse.DirEntry, syscall.Errno) {
+// readdir lists directory n on side s in plaintext, whole (the mirror
+// side's listing, and the mirror check's).
+func (s *side) readdir(a *acct, n *node) (entries []fuse.DirEntry, errno syscall.Errno) {
 	fd, rel, errno := s.openNode(a, n, syscall.O_RDONLY|syscall.O_DIRECTORY)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer syscall.Close(fd)
-	entries, _, errno := s.readdirAt(a, n, fd, rel)
-	return entries, errno
-}
-
-// readdirAt lists directory n on side s, open as fd at rel (read from
-// the descriptor's current offset), in plaintext; lower holds each
-// entry's lower name.
-func (s *side) readdirAt(a *acct, n *node, fd int, rel string) (entries []fuse.DirEntry, lower []string, errno syscall.Errno) {
 	d := s.loc(fd, rel, "")
 	if errno := s.t.openDir(a, n, d); errno != 0 {
-		return nil, nil, errno
+		return nil, errno
 	}
 	buf := make([]byte, direntBufSize)
 	for {
@@ -586,12 +579,11 @@ func (s *side) readdirAt(a *acct, n *node, fd int, rel string) (entries []fuse.D
 		nb, err := unix.Getdents(fd, buf)
 		a.lowerSince(t0)
 		if err != nil {
-			return nil, nil, toErrno(err)
+			return nil, toErrno(err)
 		}
 		if nb == 0 {
-			break
+			return entries, 0
 		}
-		entries, lower = s.decodeDirents(a, n, d, buf[:nb], entries, lower)
+		entries, _ = s.decodeDirents(a, n, d, buf[:nb], entries, nil)
 	}
-	return entries, lower, 0
 }
