@@ -145,6 +145,111 @@ func TestENOSPC(t *testing.T) {
 	}
 }
 
+// TestENOSPCShortWrite: a write that runs out of space part way leaves the
+// file as a native one would, whatever the write's place against the old
+// end (past it, leaving a gap; over it; at it): the bytes the write says it
+// stored (a short count) and nothing else, or, if it stored none (ENOSPC),
+// the file as before. Never garbage or a longer file after an error, also
+// after a remount (what LOWER holds, not what the daemon remembers). The
+// same checks run on a plain directory of the same small tmpfs first.
+func TestENOSPCShortWrite(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	smallFS := func(t *testing.T) string {
+		small := filepath.Join(t.TempDir(), "small")
+		must(t, os.Mkdir(small, 0755))
+		if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
+			t.Skipf("cannot mount a tmpfs here: %v", err)
+		}
+		t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+		return small
+	}
+	t.Run("native", func(t *testing.T) {
+		shortWriteCases(t, smallFS(t), nil)
+	})
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newVolume(t, v)
+			small := smallFS(t)
+			ents, _ := os.ReadDir(tm.lower)
+			for _, e := range ents {
+				b, err := os.ReadFile(filepath.Join(tm.lower, e.Name()))
+				must(t, err)
+				must(t, os.WriteFile(filepath.Join(small, e.Name()), b, 0600))
+			}
+			tm.lower = small
+			tm.mount(t)
+			shortWriteCases(t, tm.mnt, func() {
+				tm.unmountNow(t)
+				tm.mount(t)
+				tm.unmounted = false
+			})
+		})
+	}
+}
+
+// shortWriteCases is TestENOSPCShortWrite in dir; remount, if not nil,
+// mounts dir's volume anew.
+func shortWriteCases(t *testing.T, dir string, remount func()) {
+	pattern := func(n, seed int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(seed + i*13)
+		}
+		return b
+	}
+	old, big := pattern(10000, 1), pattern(200000, 7)
+	for _, c := range []struct {
+		name string
+		at   int64
+	}{{"past the end", 20000}, {"over the end", 5000}, {"at the end", 10000}} {
+		g, filler := filepath.Join(dir, "g"), filepath.Join(dir, "filler")
+		must(t, os.WriteFile(g, old, 0644))
+		// Take all the space there is, down to the last block.
+		f, err := os.Create(filler)
+		must(t, err)
+		for _, n := range []int{64 << 10, 512} {
+			for err == nil {
+				_, err = f.Write(make([]byte, n))
+			}
+			err = nil
+		}
+		f.Close()
+		// One pwrite(2), to see its count (os.File.WriteAt drops a short
+		// count when its retry fails).
+		f, err = os.OpenFile(g, os.O_WRONLY, 0)
+		must(t, err)
+		n, werr := syscall.Pwrite(int(f.Fd()), big, c.at)
+		f.Close()
+		want := append([]byte(nil), old...)
+		if n > 0 {
+			if int(c.at) > len(want) {
+				want = append(want, make([]byte, int(c.at)-len(want))...)
+			}
+			want = append(want[:c.at], append(big[:n:n], want[min(len(want), int(c.at)+n):]...)...)
+		} else if !errors.Is(werr, syscall.ENOSPC) {
+			t.Errorf("%s: write on a full disk: %v, want ENOSPC or a short count", c.name, werr)
+		}
+		t.Logf("%s: pwrite of %d bytes at %d: %d, %v", c.name, len(big), c.at, n, werr)
+		check := func(when string) {
+			got, err := os.ReadFile(g)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s, %s: write stored %d bytes (%v); file has %d bytes, want %d (equal %v, %v)",
+					c.name, when, n, werr, len(got), len(want), bytes.Equal(got, want), err)
+			}
+		}
+		check("at once")
+		if remount != nil {
+			remount()
+			check("after a remount")
+		}
+		must(t, os.Remove(filler))
+		must(t, os.Remove(g))
+	}
+}
+
 // TestEmptyDirWithoutIVHeals: an empty directory whose IV file is gone
 // (a crash between mkdir and the IV write) gets a new IV on first use; a
 // non-empty one stays unreadable (EIO), since its names need the old IV.

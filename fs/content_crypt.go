@@ -425,7 +425,12 @@ func (c *cryptIO) writeOwned(a *acct, h *ioState, fd int, src []byte, off int64)
 	a.cryptoSince(t0)
 	var err error
 	if end > h.size {
-		_, err = a.pwritev(fd, src, emptyTail[:], content.UnitOffset(e0))
+		var stored int
+		if stored, err = a.pwritev(fd, src, emptyTail[:], content.UnitOffset(e0)); err != nil {
+			if n := c.failedGrow(a, h, fd, e0, off, end, h.size, nil, stored, false); n > 0 {
+				return n, 0
+			}
+		}
 	} else {
 		_, err = a.pwrite(fd, src, content.UnitOffset(e0))
 	}
@@ -466,10 +471,27 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	if errno != 0 {
 		return 0, errno
 	}
-	if end > oldSize && oldSize%extentSize != 0 && oldSize/extentSize < e0 {
+	// A write that grows the file rewrites its old tail unit (as part of
+	// the written range, or as a full extent, promoteTail): the old last
+	// extent's data is read first, once, to be put back should the write
+	// fail (undoGrow).
+	grow := end > oldSize
+	eOld := oldSize / extentSize
+	var oldTail []byte
+	if grow && oldSize%extentSize != 0 {
+		tp, t := getBuf(2 * (extentSize + trailer))
+		defer putBuf(tp)
+		n, errno := c.readUnit(a, h, fd, eOld, oldSize, t, t[extentSize+trailer:])
+		if errno != 0 {
+			return 0, errno
+		}
+		oldTail = t[:n]
+	}
+	if grow && oldTail != nil && eOld < e0 {
 		// The old last extent stays outside the written range but stops
 		// being the last: store it as a full extent.
-		if errno := c.promoteTail(a, h, fd, oldSize); errno != 0 {
+		if errno := c.storeFull(a, h, fd, oldSize, oldTail); errno != 0 {
+			c.failedGrow(a, h, fd, e0, off, end, oldSize, oldTail, 0, false)
 			return 0, errno
 		}
 	}
@@ -490,6 +512,10 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 		u := buf[int(e-e0)*extentSize:]
 		clear(u[:min(len(u), extentSize)])
 		if uStart >= oldSize {
+			continue
+		}
+		if e == eOld && oldTail != nil {
+			copy(u, oldTail)
 			continue
 		}
 		if scratch == nil {
@@ -548,7 +574,15 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	if fresh {
 		out, at = whole, 0 // the header, then extent 0
 	}
-	if _, err := a.pwrite(fd, out, at); err != nil {
+	if stored, err := a.pwrite(fd, out, at); err != nil {
+		if fresh {
+			stored -= headerSize
+		}
+		if grow {
+			if n := c.failedGrow(a, h, fd, e0, off, end, oldSize, oldTail, stored, fresh); n > 0 {
+				return n, 0
+			}
+		}
 		if fresh {
 			h.fc = nil
 		}
@@ -556,6 +590,81 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	}
 	h.size = newSize
 	return len(src), 0
+}
+
+// failedGrow settles the lower file after a write that was to grow the
+// file from oldSize to end failed part way (the lower filesystem full,
+// mostly), after storing the first `stored` bytes of its units (from extent
+// e0 on; the header not counted). As natively, where the write that fills
+// the disk stores what fits and returns that count, the extents it stored
+// whole stay: the file grows to the last of them, ending on an extent
+// boundary (whose tail unit, the zero trailer, is a hole), and failedGrow
+// returns the count of the write's bytes now in the file. If none past the
+// old end were stored whole, the growth is undone (undoGrow), and the count
+// is that of the write's bytes in the extents it rewrote whole before the
+// old last one, or 0: the file then reads as before the write, as the error
+// the application gets says. Without it a failed append left the lower
+// file longer than its size says, its last unit torn: garbage at the end
+// of a file the application was told nothing had been added to. (A write
+// inside the file fails part way only over a hole or on a copy-on-write
+// filesystem: its torn unit is not mended.)
+func (c *cryptIO) failedGrow(a *acct, h *ioState, fd int, e0, off, end, oldSize int64, oldTail []byte, stored int, fresh bool) int {
+	k := e0 + int64(max(stored, 0)/extentSize) // extents [e0, k) are stored whole
+	if s := min(end, k*extentSize) &^ (extentSize - 1); s > oldSize && s > off {
+		at := content.UnitOffset(s / extentSize)
+		err := a.ftruncate(fd, at) // the torn unit after them goes
+		if err == nil {
+			err = a.ftruncate(fd, at+trailer) // the zero trailer, as a hole
+		}
+		if err == nil {
+			h.size = s
+			h.noHeader = false
+			return int(s - off)
+		}
+	}
+	c.undoGrow(a, h, fd, oldSize, oldTail, fresh)
+	if fresh {
+		return 0
+	}
+	return max(0, int(min(k, oldSize/extentSize)*extentSize-off))
+}
+
+// undoGrow puts the lower file back as it was before a write that was to
+// grow the file from oldSize: what the write stored past the old end is
+// cut off, and the old tail unit, which the write (or storeFull) had
+// rewritten, is stored again from its data oldTail (in place: no new
+// space). fresh: the write carried the file's first header.
+func (c *cryptIO) undoGrow(a *acct, h *ioState, fd int, oldSize int64, oldTail []byte, fresh bool) {
+	var err error
+	switch {
+	case fresh:
+		// The file had no header: it was empty, or its header was lost
+		// in a crash and it read as zeros (noHeader), as it does again.
+		err = a.ftruncate(fd, 0)
+		if err == nil && oldSize > 0 {
+			err = a.ftruncate(fd, content.LowerSize(oldSize))
+			h.noHeader = true
+		}
+	case oldSize == 0:
+		err = a.ftruncate(fd, headerSize)
+	default:
+		if err = a.ftruncate(fd, content.LowerSize(oldSize)); err != nil {
+			break
+		}
+		// A file ending on an extent boundary ends in the zero trailer.
+		e := oldSize / extentSize
+		u := make([]byte, len(oldTail)+trailer)
+		copy(u, oldTail)
+		if len(oldTail) > 0 {
+			t0 := a.now()
+			h.fc.EncryptUnit(u, u, e)
+			a.cryptoSince(t0)
+		}
+		_, err = a.pwrite(fd, u, content.UnitOffset(e))
+	}
+	if err != nil {
+		c.log.Warn().Str("lower", h.lowerPath).Err(err).Int64("size", oldSize).Msg("a failed write could not be undone: the end of the file may read wrong")
+	}
 }
 
 // promoteTail re-encrypts the last extent of a file of oldSize bytes (whose
@@ -566,10 +675,21 @@ func (c *cryptIO) promoteTail(a *acct, h *ioState, fd int, oldSize int64) syscal
 	p, buf := getBuf(2*extentSize + trailer)
 	defer putBuf(p)
 	unit, scratch := buf[:extentSize+trailer], buf[extentSize+trailer:]
-	clear(unit)
-	if _, errno := c.readUnit(a, h, fd, e, oldSize, unit, scratch); errno != 0 {
+	n, errno := c.readUnit(a, h, fd, e, oldSize, unit, scratch)
+	if errno != 0 {
 		return errno
 	}
+	return c.storeFull(a, h, fd, oldSize, unit[:n])
+}
+
+// storeFull is promoteTail with the old last extent's data at hand.
+func (c *cryptIO) storeFull(a *acct, h *ioState, fd int, oldSize int64, data []byte) syscall.Errno {
+	e := oldSize / extentSize
+	p, buf := getBuf(extentSize + trailer)
+	defer putBuf(p)
+	unit := buf[:extentSize+trailer]
+	copy(unit, data)
+	clear(unit[len(data):])
 	t0 := a.now()
 	h.fc.EncryptUnit(unit[:extentSize], unit[:extentSize], e)
 	a.cryptoSince(t0)

@@ -74,6 +74,13 @@ func (nullIO) write(a *acct, _ *ioState, fd int, src []byte, off int64) (int, sy
 	t0 := a.now()
 	n, err := pwriteFull(fd, src, off)
 	a.lowerSince(t0)
+	if n > 0 {
+		// Part of it was stored (the lower filesystem filled up): a
+		// short write, as the lower filesystem's own write(2) returns,
+		// not an error for bytes that are in the file. The caller's
+		// next write gets the error.
+		return n, 0
+	}
 	return n, toErrno(err)
 }
 
