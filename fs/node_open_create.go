@@ -118,25 +118,26 @@ func closeFd(fd int) {
 // (sameLower: a hard link put under the name since the lookup).
 func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.FileHandle, uint32, syscall.Errno) {
 	var st syscall.Stat_t
-	fail := func(errno syscall.Errno) (fs.FileHandle, uint32, syscall.Errno) {
-		closeFd(fd)
-		closeFd(twinFd)
-		return nil, 0, errno
-	}
-	if err := a.fstat(fd, &st); err != nil {
-		return fail(toErrno(err))
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		n.r().log.Warn().Str("lower", n.r().main.show(rel)).Msg("not a regular file in LOWER: EIO")
-		return fail(syscall.EIO)
-	}
-	if errno := n.sameLower(n.r().main, rel, &st); errno != 0 {
-		return fail(errno)
-	}
+	// The inode's content state (its size above all) is set from this
+	// fstat: it is made with the content lock held, so that a write,
+	// truncate or fallocate through another descriptor of the file cannot
+	// come between the two and be undone in that state (a stale size:
+	// reads cut short, EIO, a read-modify-write over the wrong tail;
+	// fsx next to a loop that opens the file found it).
 	x := n.extra()
 	x.io.mu.Lock()
-	x.io.lowerPath = n.r().main.show(rel)
-	errno := n.r().main.io.open(a, &x.io, fd, &st)
+	errno := toErrno(a.fstat(fd, &st))
+	if errno == 0 && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		n.r().log.Warn().Str("lower", n.r().main.show(rel)).Msg("not a regular file in LOWER: EIO")
+		errno = syscall.EIO
+	}
+	if errno == 0 {
+		errno = n.sameLower(n.r().main, rel, &st)
+	}
+	if errno == 0 {
+		x.io.lowerPath = n.r().main.show(rel)
+		errno = n.r().main.io.open(a, &x.io, fd, &st)
+	}
 	if errno == 0 && trunc {
 		errno = n.truncOpen(a, fd)
 	}

@@ -262,3 +262,60 @@ func TestConcurrentIO(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenDuringChanges: opens of a file by another process while it is
+// truncated and written through one descriptor (fsx next to a loop that
+// opens the file) leave its content and size as the writer made them.
+// The daemon sets an inode's size from the lower file at each OPEN; made
+// outside the content lock, that could put back the size from before a
+// concurrent truncate or write: reads cut short, EIO, garbage.
+func TestOpenDuringChanges(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tm := mountVariant(t, v)
+			p := filepath.Join(tm.mnt, "f")
+			f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0644)
+			must(t, err)
+			defer f.Close()
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if g, err := os.Open(p); err == nil {
+							g.Close()
+						}
+					}
+				}()
+			}
+			defer func() { close(stop); wg.Wait() }()
+			const big, small, off = 262144, 5000, 100000
+			want := append(append(bytes.Repeat([]byte("A"), small), make([]byte, off-small)...), 'B')
+			for i := 0; i < 300; i++ {
+				if _, err := f.WriteAt(bytes.Repeat([]byte("A"), big), 0); err != nil {
+					t.Fatalf("iteration %d: write: %v", i, err)
+				}
+				must(t, f.Truncate(small))
+				if _, err := f.WriteAt([]byte("B"), off); err != nil {
+					t.Fatalf("iteration %d: write past the end: %v", i, err)
+				}
+				got := make([]byte, off+1)
+				n, err := f.ReadAt(got, 0)
+				if err != nil || n != len(got) || !bytes.Equal(got, want) {
+					t.Fatalf("iteration %d: read %d bytes (%v), equal %v", i, n, err, bytes.Equal(got[:n], want[:n]))
+				}
+				if fi, err := f.Stat(); err != nil || fi.Size() != off+1 {
+					t.Fatalf("iteration %d: size %v (%v), want %d", i, fi.Size(), err, off+1)
+				}
+				must(t, f.Truncate(0))
+			}
+		})
+	}
+}
