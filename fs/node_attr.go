@@ -308,7 +308,7 @@ func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn, st *syscall.Sta
 		}
 	}
 	uid, gid, chown := setattrOwner(in)
-	if chown {
+	if chown || setattrNothing(in) {
 		if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
 			a.lowerSince(t0)
 			return toErrno(err)
@@ -382,7 +382,7 @@ func (n *node) setattrFd(a *acct, s *side, fd int, in *fuse.SetAttrIn) syscall.E
 			return toErrno(err)
 		}
 	}
-	if uid, gid, ok := setattrOwner(in); ok {
+	if uid, gid, ok := setattrOwner(in); ok || setattrNothing(in) {
 		if err := syscall.Fchown(fd, uid, gid); err != nil {
 			a.lowerSince(t0)
 			return toErrno(err)
@@ -427,6 +427,15 @@ func (n *node) truncate(a *acct, s *side, fd int, size int64, fresh bool) syscal
 		}
 	}
 	return s.io.truncate(a, st, fd, size)
+}
+
+// setattrNothing reports a SETATTR that changes no attribute: what the
+// kernel sends for chown(f, -1, -1). Natively that call still moves the
+// file's ctime (and as any chown drops set-user-ID bits, which the kernel
+// turns into a mode change of its own); so does a chown to -1, -1 of the
+// lower file (setattrOwner gives -1, -1 for it).
+func setattrNothing(in *fuse.SetAttrIn) bool {
+	return in.Valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER|fuse.FATTR_CTIME) == 0
 }
 
 func setattrOwner(in *fuse.SetAttrIn) (uid, gid int, ok bool) {
