@@ -96,6 +96,30 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// smallTmpfs mounts a tmpfs of the given size ("2m") on a new directory,
+// unmounted at cleanup.
+func smallTmpfs(t *testing.T, size string) string {
+	small := filepath.Join(t.TempDir(), "small")
+	must(t, os.Mkdir(small, 0755))
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	return small
+}
+
+// moveLower copies tm's unmounted volume (its config and root IV) to dir,
+// which becomes its lower directory.
+func (tm *testMount) moveLower(t *testing.T, dir string) {
+	ents, _ := os.ReadDir(tm.lower)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(tm.lower, e.Name()))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(dir, e.Name()), b, 0600))
+	}
+	tm.lower = dir
+}
+
 // TestENOSPC fills a small lower filesystem: the writer gets ENOSPC and
 // the files already there stay intact.
 func TestENOSPC(t *testing.T) {
@@ -106,20 +130,7 @@ func TestENOSPC(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			tm := newVolume(t, v)
-			small := filepath.Join(t.TempDir(), "small")
-			must(t, os.Mkdir(small, 0755))
-			if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=2m"); err != nil {
-				t.Skipf("cannot mount a tmpfs here: %v", err)
-			}
-			t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
-			// Move the volume onto the small filesystem.
-			ents, _ := os.ReadDir(tm.lower)
-			for _, e := range ents {
-				b, err := os.ReadFile(filepath.Join(tm.lower, e.Name()))
-				must(t, err)
-				must(t, os.WriteFile(filepath.Join(small, e.Name()), b, 0600))
-			}
-			tm.lower = small
+			tm.moveLower(t, smallTmpfs(t, "2m"))
 			tm.mount(t)
 			keep := bytes.Repeat([]byte("keep"), 10000)
 			must(t, os.WriteFile(filepath.Join(tm.mnt, "keep"), keep, 0644))
@@ -157,29 +168,13 @@ func TestENOSPCShortWrite(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs needs root")
 	}
-	smallFS := func(t *testing.T) string {
-		small := filepath.Join(t.TempDir(), "small")
-		must(t, os.Mkdir(small, 0755))
-		if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
-			t.Skipf("cannot mount a tmpfs here: %v", err)
-		}
-		t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
-		return small
-	}
 	t.Run("native", func(t *testing.T) {
-		shortWriteCases(t, smallFS(t), nil)
+		shortWriteCases(t, smallTmpfs(t, "1m"), nil)
 	})
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			tm := newVolume(t, v)
-			small := smallFS(t)
-			ents, _ := os.ReadDir(tm.lower)
-			for _, e := range ents {
-				b, err := os.ReadFile(filepath.Join(tm.lower, e.Name()))
-				must(t, err)
-				must(t, os.WriteFile(filepath.Join(small, e.Name()), b, 0600))
-			}
-			tm.lower = small
+			tm.moveLower(t, smallTmpfs(t, "1m"))
 			tm.mount(t)
 			shortWriteCases(t, tm.mnt, func() {
 				tm.unmountNow(t)
