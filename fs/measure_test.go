@@ -166,6 +166,19 @@ func TestMirror(t *testing.T) {
 	must(t, os.Link(filepath.Join(m, "enc", "json", "new.go"), filepath.Join(m, "hard.go")))
 	must(t, os.Chmod(filepath.Join(m, "hard.go"), 0600))
 	must(t, unix.Setxattr(filepath.Join(m, "hard.go"), "user.note", []byte("mirrored"), 0))
+	// chattr on a file and a directory (where the filesystem below has
+	// inode flags): the twin's objects get them too.
+	if err := setIoctlFlags(filepath.Join(m, "hard.go"), ioctlFlags(t, filepath.Join(m, "hard.go"))|testNoatimeFl); err == nil {
+		must(t, setIoctlFlags(filepath.Join(m, "enc"), ioctlFlags(t, filepath.Join(m, "enc"))|testNodumpFl))
+		if got := ioctlFlags(t, filepath.Join(twin, "hard.go")); got&testNoatimeFl == 0 {
+			t.Errorf("twin file flags %#x after chattr +A on the mount", got)
+		}
+		if got := ioctlFlags(t, filepath.Join(twin, "enc")); got&testNodumpFl == 0 {
+			t.Errorf("twin directory flags %#x after chattr +d on the mount", got)
+		}
+	} else {
+		t.Logf("no inode flags checked: %v", err)
+	}
 
 	compareTrees(t, m, twin)
 	snap := rec.Snapshot()

@@ -59,6 +59,7 @@ const (
 	OpRemovexattr
 	OpFallocate
 	OpLseek
+	OpIoctl
 	NumOps // number of operations; not an operation
 )
 
@@ -93,6 +94,7 @@ var opNames = [NumOps]string{
 	OpRemovexattr: "removexattr",
 	OpFallocate:   "fallocate",
 	OpLseek:       "lseek",
+	OpIoctl:       "ioctl",
 }
 
 // String returns the lower-case name used in logs and tables ("read").

@@ -32,16 +32,16 @@ func TestOpNames(t *testing.T) {
 	}{
 		{OpLookup, "lookup"}, {OpGetattr, "getattr"}, {OpRead, "read"},
 		{OpWrite, "write"}, {OpRemovexattr, "removexattr"},
-		{OpFallocate, "fallocate"}, {OpLseek, "lseek"},
+		{OpFallocate, "fallocate"}, {OpLseek, "lseek"}, {OpIoctl, "ioctl"},
 	} {
 		if got := tc.op.String(); got != tc.name {
 			t.Errorf("%d.String() = %q, want %q", tc.op, got, tc.name)
 		}
 	}
-	if got := NumOps.String(); got != "op(28)" {
+	if got := NumOps.String(); got != "op(29)" {
 		t.Errorf("NumOps.String() = %q", got)
 	}
-	for _, s := range []string{"", "READ", "nope", "op(28)"} {
+	for _, s := range []string{"", "READ", "nope", "op(29)"} {
 		if _, ok := ParseOp(s); ok {
 			t.Errorf("ParseOp(%q) succeeded", s)
 		}

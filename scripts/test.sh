@@ -19,7 +19,7 @@ go run ./integration/crashsim/cmd/crashstates -size short
 # a mount that falls back to /dev/fuse skips its test rather than pass.
 if [ $# -eq 0 ]; then
 	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
-		-run 'TestDifferential|TestPosix$|TestFault|TestUring|TestCacheSeesDaemonChanges' ./fs
+		-run 'TestDifferential|TestPosix$|TestFault|TestUring|TestCacheSeesDaemonChanges|TestInodeFlags' ./fs
 	# twincrypt mount's own default is auto (the ring where the kernel
 	# has it), which the plain run above used: its crash tests again,
 	# pinned to /dev/fuse.

@@ -36,7 +36,7 @@ var opClasses = map[string]Class{
 	"access": ClassMetadata, "open": ClassMetadata, "release": ClassMetadata,
 	"opendir": ClassMetadata, "readdir": ClassMetadata, "statfs": ClassMetadata,
 	"readlink": ClassMetadata, "getxattr": ClassMetadata, "setxattr": ClassMetadata,
-	"listxattr": ClassMetadata, "removexattr": ClassMetadata,
+	"listxattr": ClassMetadata, "removexattr": ClassMetadata, "ioctl": ClassMetadata,
 
 	"create": ClassNamespace, "mkdir": ClassNamespace, "rmdir": ClassNamespace,
 	"unlink": ClassNamespace, "rename": ClassNamespace, "symlink": ClassNamespace,
