@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,8 +46,8 @@ func fsxattrFlags(t *testing.T, p string) uint32 {
 	must(t, err)
 	defer unix.Close(fd)
 	var x [fsxattrSize]byte
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), fsIocFsgetxattr, uintptr(unsafe.Pointer(&x))); e != 0 {
-		t.Fatalf("FS_IOC_FSGETXATTR %s: %v", p, e)
+	if errno := fsxattr(untimed, fd, fsIocFsgetxattr, &x); errno != 0 {
+		t.Fatalf("FS_IOC_FSGETXATTR %s: %v", p, errno)
 	}
 	return binary.NativeEndian.Uint32(x[:])
 }

@@ -127,10 +127,11 @@ func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint6
 
 // handleFd is the lower descriptor of an open file or directory.
 func handleFd(f fs.FileHandle) (int, bool) {
+	if pf, ok := f.(*passthroughFile); ok {
+		f = pf.file
+	}
 	switch h := f.(type) {
 	case *file:
-		return h.fd, true
-	case *passthroughFile:
 		return h.fd, true
 	case *dirHandle:
 		return h.fd, true
@@ -142,10 +143,11 @@ func handleFd(f fs.FileHandle) (int, bool) {
 // through the twin's descriptor of an open file, or by opening the
 // twin's directory.
 func (n *node) mirrorIoctl(o *opRun, f fs.FileHandle, set func(a *acct, fd int) syscall.Errno) {
+	if pf, ok := f.(*passthroughFile); ok {
+		f = pf.file
+	}
 	switch h := f.(type) {
 	case *file:
-		h.twin(o, func(s *side, a *acct, fd int) syscall.Errno { return set(a, fd) })
-	case *passthroughFile:
 		h.twin(o, func(s *side, a *acct, fd int) syscall.Errno { return set(a, fd) })
 	case *dirHandle:
 		o.mirror(n.r(), func(s *side, a *acct) syscall.Errno {
