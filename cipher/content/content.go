@@ -54,7 +54,25 @@ var Magic = [4]byte{'T', 'w', 'C', 'r'}
 // Cipher ids stored in the header (1 byte at offset 6).
 const (
 	CipherXTS = 1 // aes-xts-plain64 over each extent, tweak = extent number
-	CipherCBC = 2 // aes-cbc-essiv:sha256 over each extent, IV from extent number
+	CipherCBC = 2 // aes-cbc-essiv:sha256 over each extent, IV from extent number (config version 1)
+	// CipherCBC512 is aes-cbc-essiv:sha256 over each 512-byte sector of an
+	// extent, IV from the sector number (config version 2): eight short
+	// chains per extent instead of one long one, so that encryption, which
+	// is serial within a CBC chain, runs eight chains side by side.
+	CipherCBC512 = 3
+)
+
+// CBCSectorSize is the CBC chain length of CipherCBC512: dm-crypt's
+// classic 512-byte sector.
+const CBCSectorSize = 512
+
+// Content specifications NewEngine takes. The first two are dm-crypt
+// specifications over whole extents; SpecCBC512 is the CBC one over
+// 512-byte sectors of an extent (as cryptsetup --sector-size 512).
+const (
+	SpecXTS    = "aes-xts-plain64"
+	SpecCBC    = "aes-cbc-essiv:sha256"
+	SpecCBC512 = "aes-cbc-essiv:sha256/512"
 )
 
 // Errors a caller branches on; all mean "this one file is unreadable".
@@ -70,7 +88,7 @@ var (
 //	offset size field
 //	0      4    magic "TwCr"
 //	4      2    version, big endian (1)
-//	6      1    cipher id (1 = aes-xts, 2 = aes-cbc)
+//	6      1    cipher id (1 = aes-xts, 2 = aes-cbc, 3 = aes-cbc in 512-byte sectors)
 //	7      1    key bytes of the per-file key (16, 32 or 64)
 //	8      16   file id, random
 //	24     8    reserved, zero
@@ -162,28 +180,31 @@ func UnitSize(extentNo, plainSize int64) int {
 
 // Engine creates per-file ciphers from the volume's master key.
 type Engine struct {
-	spec     string
-	cipherID uint8
-	keyBytes int
-	master   []byte
+	sectorSpec string // the dm-crypt specification given to sector.New
+	chain      int    // bytes per cipher unit within an extent
+	cipherID   uint8
+	keyBytes   int
+	master     []byte
 	// purpose is the HKDF purpose of the per-file keys, "content "+spec.
 	purpose string
 }
 
-// NewEngine returns an engine for spec ("aes-xts-plain64" or
-// "aes-cbc-essiv:sha256") and per-file keys of keyBytes.
+// NewEngine returns an engine for spec (SpecXTS, SpecCBC or SpecCBC512)
+// and per-file keys of keyBytes.
 func NewEngine(spec string, keyBytes int, master []byte) (*Engine, error) {
-	e := &Engine{spec: spec, keyBytes: keyBytes, master: master, purpose: "content " + spec}
+	e := &Engine{sectorSpec: spec, chain: ExtentSize, keyBytes: keyBytes, master: master, purpose: "content " + spec}
 	switch spec {
-	case "aes-xts-plain64":
+	case SpecXTS:
 		e.cipherID = CipherXTS
-	case "aes-cbc-essiv:sha256":
+	case SpecCBC:
 		e.cipherID = CipherCBC
+	case SpecCBC512:
+		e.cipherID, e.sectorSpec, e.chain = CipherCBC512, SpecCBC, CBCSectorSize
 	default:
 		return nil, fmt.Errorf("content: %w: %q", sector.ErrUnsupported, spec)
 	}
 	// Fail now, not at the first file, on a bad key size.
-	if _, err := sector.New(spec, make([]byte, keyBytes)); err != nil {
+	if _, err := sector.New(e.sectorSpec, make([]byte, keyBytes)); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -212,22 +233,78 @@ func (e *Engine) FileCipher(h *Header) (*FileCipher, error) {
 	key := buf[:e.keyBytes]
 	keys.DeriveTo(key, e.master, e.purpose, h.FileID[:])
 	defer keys.Wipe(key)
-	c, err := sector.New(e.spec, key)
+	c, err := sector.New(e.sectorSpec, key)
 	if err != nil {
 		return nil, err
 	}
-	return &FileCipher{c: c}, nil
+	f := &FileCipher{c: c, chain: e.chain, perExtent: uint64(ExtentSize / e.chain)}
+	f.m, _ = c.(sector.MultiCipher)
+	return f, nil
 }
 
 // FileCipher encrypts and decrypts the units of one file.
+//
+// An extent is encrypted as ExtentSize/chain cipher units of chain bytes
+// (one for XTS and extent-long CBC; eight 512-byte sectors for
+// CipherCBC512), numbered extentNo*perExtent + i. A tail unit of n bytes
+// is cut the same way: n/chain full sectors and a last one of the rest;
+// a rest shorter than one AES block (which CBC-CS2 cannot encrypt alone)
+// stays with the sector before it, which is then up to chain+15 bytes.
 type FileCipher struct {
-	c sector.Cipher
+	c         sector.Cipher
+	m         sector.MultiCipher // c's MultiCipher side; nil if it has none
+	chain     int
+	perExtent uint64
+}
+
+// split returns how a unit of n bytes is cut: full sectors of f.chain
+// bytes over the first whole bytes, then one last sector over the rest
+// (whole == n when there is no rest).
+func (f *FileCipher) split(n int) (whole int) {
+	if n <= f.chain {
+		return 0 // one sector, maybe short: a plain Encrypt/Decrypt
+	}
+	whole = n / f.chain * f.chain
+	if rest := n - whole; rest > 0 && rest < TrailerSize {
+		whole -= f.chain // the rest rides on the last full sector
+	}
+	return whole
 }
 
 // EncryptUnit encrypts a unit's plaintext (ExtentSize bytes, or a tail unit
 // whose last TrailerSize bytes the caller has zeroed) into dst.
 func (f *FileCipher) EncryptUnit(dst, src []byte, extentNo int64) {
-	f.c.Encrypt(dst, src, uint64(extentNo))
+	first := uint64(extentNo) * f.perExtent
+	whole := f.split(len(src))
+	if whole > 0 {
+		f.encryptSectors(dst[:whole], src[:whole], first)
+	}
+	if whole < len(src) {
+		f.c.Encrypt(dst[whole:len(src)], src[whole:], first+uint64(whole/f.chain))
+	}
+}
+
+// encryptSectors encrypts src, a multiple of f.chain long, into dst as
+// sectors numbered from first on, side by side where the cipher can.
+func (f *FileCipher) encryptSectors(dst, src []byte, first uint64) {
+	if f.m != nil {
+		f.m.EncryptSectors(dst[:len(src)], src, f.chain, first)
+		return
+	}
+	for i := 0; i < len(src); i += f.chain {
+		f.c.Encrypt(dst[i:i+f.chain], src[i:i+f.chain], first+uint64(i/f.chain))
+	}
+}
+
+// decryptSectors is encryptSectors' inverse.
+func (f *FileCipher) decryptSectors(dst, src []byte, first uint64) {
+	if f.m != nil {
+		f.m.DecryptSectors(dst[:len(src)], src, f.chain, first)
+		return
+	}
+	for i := 0; i < len(src); i += f.chain {
+		f.c.Decrypt(dst[i:i+f.chain], src[i:i+f.chain], first+uint64(i/f.chain))
+	}
 }
 
 // EncryptExtents encrypts, in place, the full extents in buf (a multiple
@@ -235,13 +312,7 @@ func (f *FileCipher) EncryptUnit(dst, src []byte, extentNo int64) {
 // works on several extents side by side (CBC encryption is serial within
 // an extent but extents are independent).
 func (f *FileCipher) EncryptExtents(buf []byte, extentNo int64) {
-	if m, ok := f.c.(sector.MultiCipher); ok {
-		m.EncryptSectors(buf, buf, ExtentSize, uint64(extentNo))
-		return
-	}
-	for i := 0; i < len(buf); i += ExtentSize {
-		f.c.Encrypt(buf[i:i+ExtentSize], buf[i:i+ExtentSize], uint64(extentNo)+uint64(i/ExtentSize))
-	}
+	f.encryptSectors(buf, buf, uint64(extentNo)*f.perExtent)
 }
 
 // EncryptExtentsTo encrypts the full extents of src (a multiple of
@@ -249,13 +320,7 @@ func (f *FileCipher) EncryptExtents(buf []byte, extentNo int64) {
 // overlap src unless it is src: a write's plaintext goes straight into the
 // buffer for the lower file, with no copy first.
 func (f *FileCipher) EncryptExtentsTo(dst, src []byte, extentNo int64) {
-	if m, ok := f.c.(sector.MultiCipher); ok {
-		m.EncryptSectors(dst[:len(src)], src, ExtentSize, uint64(extentNo))
-		return
-	}
-	for i := 0; i < len(src); i += ExtentSize {
-		f.c.Encrypt(dst[i:i+ExtentSize], src[i:i+ExtentSize], uint64(extentNo)+uint64(i/ExtentSize))
-	}
+	f.encryptSectors(dst, src, uint64(extentNo)*f.perExtent)
 }
 
 // DecryptUnit decrypts one stored unit into dst. An all-zero unit is a hole
@@ -265,7 +330,14 @@ func (f *FileCipher) DecryptUnit(dst, src []byte, extentNo int64) {
 		clear(dst[:len(src)])
 		return
 	}
-	f.c.Decrypt(dst, src, uint64(extentNo))
+	first := uint64(extentNo) * f.perExtent
+	whole := f.split(len(src))
+	if whole > 0 {
+		f.decryptSectors(dst[:whole], src[:whole], first)
+	}
+	if whole < len(src) {
+		f.c.Decrypt(dst[whole:len(src)], src[whole:], first+uint64(whole/f.chain))
+	}
 }
 
 // DecryptExtents decrypts, in place, the full stored extents in buf (a
@@ -274,19 +346,12 @@ func (f *FileCipher) DecryptUnit(dst, src []byte, extentNo int64) {
 // extents between holes go to the cipher in one call each, which the
 // AES-NI assembly runs as one pipeline across the extents.
 func (f *FileCipher) DecryptExtents(buf []byte, extentNo int64) {
-	m, multi := f.c.(sector.MultiCipher)
 	run := 0 // start of the current run of non-hole extents
 	flush := func(end int) {
 		if end == run {
 			return
 		}
-		if multi {
-			m.DecryptSectors(buf[run:end], buf[run:end], ExtentSize, uint64(extentNo)+uint64(run/ExtentSize))
-		} else {
-			for i := run; i < end; i += ExtentSize {
-				f.c.Decrypt(buf[i:i+ExtentSize], buf[i:i+ExtentSize], uint64(extentNo)+uint64(i/ExtentSize))
-			}
-		}
+		f.decryptSectors(buf[run:end], buf[run:end], (uint64(extentNo)+uint64(run/ExtentSize))*f.perExtent)
 	}
 	for i := 0; i < len(buf); i += ExtentSize {
 		if IsZero(buf[i : i+ExtentSize]) {

@@ -90,7 +90,8 @@ func TestFileCipher(t *testing.T) {
 	for _, c := range []struct {
 		spec string
 		kb   int
-	}{{"aes-xts-plain64", 32}, {"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 16}, {"aes-cbc-essiv:sha256", 32}} {
+	}{{"aes-xts-plain64", 32}, {"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 16}, {"aes-cbc-essiv:sha256", 32},
+		{SpecCBC512, 16}, {SpecCBC512, 32}} {
 		e, err := NewEngine(c.spec, c.kb, master)
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +171,7 @@ func (c *countingCipher) KeySize() int                         { return 0 }
 // the cipher; any non-zero unit does.
 func TestHoleCostsNoCrypto(t *testing.T) {
 	cc := &countingCipher{}
-	f := &FileCipher{c: cc}
+	f := &FileCipher{c: cc, chain: ExtentSize, perExtent: 1}
 	buf := make([]byte, ExtentSize)
 	f.DecryptUnit(buf, make([]byte, ExtentSize), 0)
 	f.DecryptUnit(buf[:TrailerSize], make([]byte, TrailerSize), 1)
@@ -191,7 +192,8 @@ func TestEncryptExtentsTo(t *testing.T) {
 	for _, c := range []struct {
 		spec string
 		kb   int
-	}{{"aes-xts-plain64", 64}, {"aes-xts-plain64", 32}, {"aes-cbc-essiv:sha256", 32}, {"aes-cbc-essiv:sha256", 16}} {
+	}{{"aes-xts-plain64", 64}, {"aes-xts-plain64", 32}, {"aes-cbc-essiv:sha256", 32}, {"aes-cbc-essiv:sha256", 16},
+		{SpecCBC512, 32}, {SpecCBC512, 16}} {
 		master := bytes.Repeat([]byte{7}, 64)
 		e, err := NewEngine(c.spec, c.kb, master)
 		if err != nil {
@@ -237,7 +239,7 @@ func TestDecryptExtents(t *testing.T) {
 	for _, c := range []struct {
 		spec string
 		kb   int
-	}{{"aes-xts-plain64", 64}, {"aes-xts-plain64", 32}, {"aes-cbc-essiv:sha256", 32}} {
+	}{{"aes-xts-plain64", 64}, {"aes-xts-plain64", 32}, {"aes-cbc-essiv:sha256", 32}, {SpecCBC512, 32}} {
 		e, err := NewEngine(c.spec, c.kb, bytes.Repeat([]byte{9}, 64))
 		if err != nil {
 			t.Fatal(err)
@@ -270,7 +272,7 @@ func TestDecryptExtents(t *testing.T) {
 		}
 	}
 	cc := &countingCipher{}
-	f := &FileCipher{c: cc}
+	f := &FileCipher{c: cc, chain: ExtentSize, perExtent: 1}
 	buf := make([]byte, 3*ExtentSize)
 	buf[ExtentSize] = 1
 	f.DecryptExtents(buf, 0)
@@ -285,7 +287,7 @@ func BenchmarkFileCipher(b *testing.B) {
 	for _, c := range []struct {
 		spec  string
 		bytes int
-	}{{"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 32}} {
+	}{{"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 32}, {SpecCBC512, 32}} {
 		b.Run(c.spec, func(b *testing.B) {
 			e, err := NewEngine(c.spec, c.bytes, make([]byte, 64))
 			if err != nil {
