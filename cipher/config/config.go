@@ -44,6 +44,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
 	"github.com/twincrypt/twincrypt/cipher/keys"
 )
@@ -51,8 +52,16 @@ import (
 // FileName is the config's name in the root of the lower directory.
 const FileName = "twincrypt.conf"
 
-// Version is the config format version this code writes.
-const Version = 1
+// Version is the newest config format version this code reads and
+// writes. Version 2 differs from version 1 in one thing: "aes-cbc" content
+// is CBC over each 512-byte sector of an extent instead of over the whole
+// 4096-byte extent (FORMAT.md §3.2). A new volume gets the lowest version
+// that describes it (versionFor): aes-xts volumes stay version 1, which
+// earlier twincrypt binaries read too.
+const Version = 2
+
+// MinVersion is the oldest config format version this code reads.
+const MinVersion = 1
 
 // BackupName holds the previous config while Save replaces it.
 const BackupName = FileName + ".bak"
@@ -91,13 +100,14 @@ type cipherInfo struct {
 	keyBytes []int // allowed values of key_bytes
 	def      int   // default key_bytes
 	spec     string
+	spec1    string // the content spec in a version 1 config, if not spec
 }
 
-// ciphers are the content ciphers of format version 1. XTS takes two AES
+// ciphers are the content ciphers a config may name. XTS takes two AES
 // keys, hence 32 (AES-128) or 64 (AES-256) bytes; CBC-ESSIV one.
 var ciphers = map[string]cipherInfo{
-	"aes-xts": {keyBytes: []int{32, 64}, def: 64, spec: "aes-xts-plain64"},
-	"aes-cbc": {keyBytes: []int{16, 32}, def: 32, spec: "aes-cbc-essiv:sha256"},
+	"aes-xts": {keyBytes: []int{32, 64}, def: 64, spec: content.SpecXTS},
+	"aes-cbc": {keyBytes: []int{16, 32}, def: 32, spec: content.SpecCBC512, spec1: content.SpecCBC},
 }
 
 // Config is the content of twincrypt.conf.
@@ -113,6 +123,11 @@ type Config struct {
 
 // Options choose what Create writes.
 type Options struct {
+	// Version is the config format version to write: 0 means the
+	// lowest that describes the volume (2 for aes-cbc, 1 for aes-xts).
+	// Recreate needs 1 for an aes-cbc volume that an earlier twincrypt
+	// made, whose files use extent-long CBC.
+	Version        int
 	Cipher         string // default "aes-xts"
 	KeyBytes       int    // default 64 for xts, 32 for cbc
 	PlaintextNames bool
@@ -171,13 +186,19 @@ func Recreate(dir string, passphrase, master []byte, opts Options) (*Config, err
 func createWithKey(dir string, passphrase, master []byte, opts Options) (*Config, error) {
 	c := &Config{
 		Creator:        opts.Creator,
-		Version:        Version,
+		Version:        opts.Version,
 		Cipher:         opts.Cipher,
 		KeyBytes:       opts.KeyBytes,
 		PlaintextNames: opts.PlaintextNames,
 	}
 	if c.Creator == "" {
 		c.Creator = "twincrypt"
+	}
+	if c.Version == 0 {
+		c.Version = versionFor(c.Cipher)
+	}
+	if err := checkVersion(c.Version); err != nil {
+		return nil, err
 	}
 	if c.Cipher == "" {
 		c.Cipher = "aes-xts"
@@ -273,8 +294,8 @@ func (c *Config) checkCipher() error {
 
 // validate checks everything Load checks after parsing.
 func (c *Config) validate() error {
-	if c.Version != Version {
-		return fmt.Errorf("%w: %d (this twincrypt reads version %d)", ErrUnsupportedVersion, c.Version, Version)
+	if err := checkVersion(c.Version); err != nil {
+		return err
 	}
 	if err := c.checkCipher(); err != nil {
 		if errors.Is(err, ErrKeyBytes) {
@@ -287,6 +308,24 @@ func (c *Config) validate() error {
 	}
 	if len(c.WrappedKey) != wrappedSize {
 		return fmt.Errorf("%w: wrapped_key is %d bytes, want %d", ErrCorrupt, len(c.WrappedKey), wrappedSize)
+	}
+	return nil
+}
+
+// versionFor is the config version of a new volume with cipher: 2 for
+// aes-cbc (512-byte CBC sectors), 1 otherwise.
+func versionFor(cipher string) int {
+	if ciphers[cipher].spec1 != "" {
+		return 2
+	}
+	return 1
+}
+
+// checkVersion returns ErrUnsupportedVersion for a version this code
+// neither reads nor writes.
+func checkVersion(v int) error {
+	if v < MinVersion || v > Version {
+		return fmt.Errorf("%w: %d (this twincrypt reads versions %d to %d)", ErrUnsupportedVersion, v, MinVersion, Version)
 	}
 	return nil
 }
@@ -397,11 +436,16 @@ func (c *Config) ChangePassphrase(oldPass, newPass []byte, newKDF kdf.Params) er
 	return c.Rewrap(newPass, master, newKDF)
 }
 
-// ContentSpec returns the sector cipher specification for file content,
-// e.g. "aes-xts-plain64" or "aes-cbc-essiv:sha256".
-// It returns "" for a cipher this version does not know.
+// ContentSpec returns the content specification for content.NewEngine:
+// content.SpecXTS, or for "aes-cbc" content.SpecCBC512 (version 2) or
+// content.SpecCBC (version 1). It returns "" for a cipher this version
+// does not know.
 func (c *Config) ContentSpec() string {
-	return ciphers[c.Cipher].spec
+	info := ciphers[c.Cipher]
+	if c.Version == 1 && info.spec1 != "" {
+		return info.spec1
+	}
+	return info.spec
 }
 
 func (c *Config) marshal() ([]byte, error) {
@@ -631,8 +675,8 @@ func parse(data []byte) (*Config, error) {
 	if err := json.Unmarshal(top["version"], &version); err != nil {
 		return nil, fmt.Errorf("%w: version: %w", ErrCorrupt, err)
 	}
-	if version != Version {
-		return nil, fmt.Errorf("%w: %d (this twincrypt reads version %d)", ErrUnsupportedVersion, version, Version)
+	if err := checkVersion(version); err != nil {
+		return nil, err
 	}
 	for k := range top {
 		if !knownKeys[k] {

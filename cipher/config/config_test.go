@@ -72,7 +72,7 @@ func TestCreateLoadUnlock(t *testing.T) {
 	if len(master) != keys.MasterKeySize {
 		t.Fatalf("master key is %d bytes", len(master))
 	}
-	if c.Cipher != "aes-xts" || c.KeyBytes != 64 || c.Version != Version || c.PlaintextNames || c.Creator != "twincrypt test" {
+	if c.Cipher != "aes-xts" || c.KeyBytes != 64 || c.Version != 1 || c.PlaintextNames || c.Creator != "twincrypt test" {
 		t.Errorf("created %+v", c)
 	}
 	if len(c.KDF.Salt) != kdf.SaltSize {
@@ -145,9 +145,9 @@ func TestCreateCiphers(t *testing.T) {
 		{"aes-xts", 0, 64, "aes-xts-plain64", nil},
 		{"aes-xts", 32, 32, "aes-xts-plain64", nil},
 		{"aes-xts", 64, 64, "aes-xts-plain64", nil},
-		{"aes-cbc", 0, 32, "aes-cbc-essiv:sha256", nil},
-		{"aes-cbc", 16, 16, "aes-cbc-essiv:sha256", nil},
-		{"aes-cbc", 32, 32, "aes-cbc-essiv:sha256", nil},
+		{"aes-cbc", 0, 32, "aes-cbc-essiv:sha256/512", nil},
+		{"aes-cbc", 16, 16, "aes-cbc-essiv:sha256/512", nil},
+		{"aes-cbc", 32, 32, "aes-cbc-essiv:sha256/512", nil},
 		{"aes-xts", 16, 0, "", ErrKeyBytes},
 		{"aes-xts", 48, 0, "", ErrKeyBytes},
 		{"aes-cbc", 24, 0, "", ErrKeyBytes},
@@ -350,6 +350,7 @@ func TestTamperedFields(t *testing.T) {
 			m["kdf"] = map[string]any{"algorithm": "pbkdf2", "salt": m["kdf"].(map[string]any)["salt"], "iterations": 1, "hash": "sha256"}
 		},
 		"kdf memory halved": func(m map[string]any) { m["kdf"].(map[string]any)["memory_kib"] = 32 },
+		"version 1->2":      func(m map[string]any) { m["version"] = 2 },
 	}
 	for name, edit := range edits {
 		t.Run(name, func(t *testing.T) {
@@ -380,6 +381,75 @@ func TestTamperedFields(t *testing.T) {
 	c.Cipher = "aes-cbc"
 	if _, err := c.Unlock(pass); !errors.Is(err, ErrWrongPassphrase) {
 		t.Fatalf("in-memory tamper: %v", err)
+	}
+}
+
+// TestVersions: Create writes version 2 for aes-cbc and 1 for aes-xts
+// unless told otherwise; a version 1
+// config (what twincrypt wrote before 512-byte CBC sectors) loads, unlocks
+// and names the extent-long CBC, and keeps its version through a
+// passphrase change; editing a version 1 aes-cbc config into version 2,
+// which would read its files with the other CBC layout, fails to unlock.
+func TestVersions(t *testing.T) {
+	pass := []byte("pw")
+	dir := t.TempDir()
+	c, master, err := Create(dir, pass, Options{Cipher: "aes-cbc", KDF: cheapKDF()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Version != 2 || c.ContentSpec() != "aes-cbc-essiv:sha256/512" {
+		t.Fatalf("new aes-cbc config: version %d, spec %q", c.Version, c.ContentSpec())
+	}
+	if c, _, err := Create(t.TempDir(), pass, Options{KDF: cheapKDF()}); err != nil || c.Version != 1 {
+		t.Fatalf("new aes-xts config: %v (it must stay version 1, which earlier binaries read)", err)
+	}
+	for _, v := range []int{-1, 3} {
+		if _, _, err := Create(t.TempDir(), pass, Options{Version: v, KDF: cheapKDF()}); !errors.Is(err, ErrUnsupportedVersion) {
+			t.Errorf("Create version %d: %v", v, err)
+		}
+	}
+	old := t.TempDir()
+	if _, err := Recreate(old, pass, master, Options{Version: 1, Cipher: "aes-cbc", KDF: cheapKDF()}); err != nil {
+		t.Fatal(err)
+	}
+	c1, err := Load(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.Version != 1 || c1.ContentSpec() != "aes-cbc-essiv:sha256" {
+		t.Fatalf("version 1 aes-cbc: version %d, spec %q", c1.Version, c1.ContentSpec())
+	}
+	if got, err := c1.Unlock(pass); err != nil || !bytes.Equal(got, master) {
+		t.Fatalf("version 1 unlock: %v", err)
+	}
+	if err := c1.ChangePassphrase(pass, []byte("new"), cheapKDF()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Save(old); err != nil {
+		t.Fatal(err)
+	}
+	if c1, err = Load(old); err != nil || c1.Version != 1 {
+		t.Fatalf("after passwd: %v, version %d", err, c1.Version)
+	}
+	if _, err := c1.Unlock([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	m := cloneJSON(t, rawConfig(t, old))
+	m["version"] = 2
+	writeRaw(t, old, m)
+	c2, err := Load(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Unlock([]byte("new")); !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("version 1 edited to 2 unlocked: %v", err)
+	}
+	xts := t.TempDir()
+	if _, err := Recreate(xts, pass, master, Options{Version: 1, KDF: cheapKDF()}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load(xts); err != nil || c.ContentSpec() != "aes-xts-plain64" {
+		t.Fatalf("version 1 aes-xts: %v", err)
 	}
 }
 
@@ -451,7 +521,7 @@ func TestLoadRejects(t *testing.T) {
 	}{
 		{"unknown cipher", set("cipher", "serpent-xts"), ErrUnknownCipher, false},
 		{"empty cipher", set("cipher", ""), ErrUnknownCipher, false},
-		{"version 2", set("version", 2), ErrUnsupportedVersion, false},
+		{"version 3", set("version", 3), ErrUnsupportedVersion, false},
 		{"version 0", set("version", 0), ErrUnsupportedVersion, false},
 		{"version -1", set("version", -1), ErrUnsupportedVersion, false},
 		{"version string", set("version", "1"), ErrCorrupt, false},
@@ -730,6 +800,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(good[:len(good)/2])
 	f.Add(bytes.Replace(good, []byte(`"aes-xts"`), []byte(`"aes-cbc"`), 1))
 	f.Add(bytes.Replace(good, []byte(`"version": 1`), []byte(`"version": 2`), 1))
+	f.Add(bytes.Replace(good, []byte(`"version": 1`), []byte(`"version": 3`), 1))
 	f.Add(bytes.Replace(good, []byte(`"memory_kib": 64`), []byte(`"memory_kib": 4294967295`), 1))
 	f.Add(bytes.Replace(good, []byte(`"cipher"`), []byte(`"Cipher"`), 1))
 	f.Add([]byte(`{"version":1}`))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
+	"github.com/twincrypt/twincrypt/fs/fsck"
 )
 
 // runInitRecover is init --masterkey(-file): a new config for the volume
@@ -25,7 +26,7 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 		return fmt.Errorf("init %s: %w; to set a new passphrase with the master key use 'twincrypt passwd --masterkey-file FILE'; move a damaged config away first",
 			lower, config.ErrExists)
 	}
-	settings := &config.Config{Cipher: f.cipher, KeyBytes: keyBytes, PlaintextNames: f.plaintextNames}
+	settings := &config.Config{Version: config.Version, Cipher: f.cipher, KeyBytes: keyBytes, PlaintextNames: f.plaintextNames}
 	stderr := cmd.ErrOrStderr()
 	key, err := f.mk.read(os.Stdin, stderr)
 	if err != nil {
@@ -33,6 +34,15 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 	}
 	defer wipe(key)
 	checked, err := verifyMasterKey(lower, settings, key, f.force)
+	if errors.Is(err, fsck.ErrSettings) && f.cipher == "aes-cbc" {
+		// The file headers may say aes-cbc over whole extents: a volume
+		// made before config version 2. Its new config keeps version 1.
+		old := *settings
+		old.Version = 1
+		if c, err1 := verifyMasterKey(lower, &old, key, f.force); err1 == nil {
+			settings, checked, err = &old, c+" (a version 1 volume: aes-cbc over whole extents)", nil
+		}
+	}
 	if err != nil {
 		if errors.Is(err, errWrongMasterKey) || errors.Is(err, errUsage) {
 			return fmt.Errorf("init %s: %w; nothing was written", lower, err)
@@ -50,6 +60,7 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 	}
 	defer wipe(pass)
 	cfg, err := config.Recreate(lower, pass, key, config.Options{
+		Version:        settings.Version,
 		Cipher:         f.cipher,
 		KeyBytes:       keyBytes,
 		PlaintextNames: f.plaintextNames,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/integration"
 )
 
 func TestParseMasterKey(t *testing.T) {
@@ -380,5 +382,103 @@ func TestInitCreatesLower(t *testing.T) {
 	r = twincrypt(t, "", append(append([]string{"init", "--passfile", pf}, cheapKDF...), filepath.Join(lower+"-missing", "x"))...)
 	if r.code == 0 {
 		t.Errorf("init under a missing parent succeeded")
+	}
+}
+
+// TestMasterKeyRecoveryVersion1: init --masterkey on an aes-cbc volume
+// that an earlier twincrypt made (config version 1: CBC over whole
+// extents, testdata/example-cbc) finds the version from the file headers
+// and writes a version 1 config, under which every file reads back as the
+// manifest says; a version 2 config would refuse the headers. New files
+// written afterwards keep the volume's layout.
+func TestMasterKeyRecoveryVersion1(t *testing.T) {
+	requireFUSE(t)
+	lower := filepath.Join(tempDir(t), "lower")
+	if out, err := exec.Command("cp", "-r", "../../testdata/example-cbc", lower).CombinedOutput(); err != nil {
+		t.Fatalf("copying the example volume: %v: %s", err, out)
+	}
+	cfg, err := config.Load(lower)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Version != 1 {
+		t.Fatalf("example-cbc has config version %d, want 1", cfg.Version)
+	}
+	key, err := cfg.Unlock([]byte(integration.ExamplePassphrase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(tempDir(t), "masterkey")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(lower, config.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	pf := writePassfile(t, "recovered passphrase")
+	args := append(append([]string{"init", "--masterkey-file", keyFile, "--passfile", pf}, cheapKDF...), "--cipher", "aes-cbc", "--key-bytes", "32", lower)
+	r := twincrypt(t, "", args...)
+	r.expectExit(t, 0, "init --masterkey-file on a version 1 aes-cbc volume")
+	if !strings.Contains(r.stdout, "version 1 volume") {
+		t.Errorf("init --masterkey-file does not say it found a version 1 volume:\n%s", r.stdout)
+	}
+	if cfg, err = config.Load(lower); err != nil || cfg.Version != 1 || cfg.Cipher != "aes-cbc" {
+		t.Fatalf("recovered config: %v, %+v", err, cfg)
+	}
+
+	m, err := integration.ReadManifest("../../testdata/" + integration.ManifestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]string
+	for _, v := range m.Volumes {
+		if v.Name == "example-cbc" {
+			want = map[string]string{}
+			for _, e := range v.Entries {
+				if e.Type == "file" {
+					want[e.Path] = e.SHA256
+				}
+			}
+		}
+	}
+	if len(want) < 10 {
+		t.Fatalf("the manifest lists %d files of example-cbc", len(want))
+	}
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	twincrypt(t, "", "mount", "-b", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount")
+	for p, sum := range want {
+		data, err := os.ReadFile(filepath.Join(mnt, p))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+		} else if got := integration.Hex(data); got != sum {
+			t.Errorf("%s: content differs from the manifest", p)
+		}
+	}
+	// A new file in a version 1 volume gets the version 1 header.
+	if err := os.WriteFile(filepath.Join(mnt, "new"), bytes.Repeat([]byte("v1"), 3000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+	waitDaemonGone(t, mnt)
+	ids := map[byte]int{}
+	err = filepath.WalkDir(lower, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), ".") || strings.HasSuffix(d.Name(), ".name") || strings.HasPrefix(d.Name(), "twincrypt.conf") {
+			return err
+		}
+		h := make([]byte, 8)
+		if f, err := os.Open(p); err == nil {
+			if n, _ := f.Read(h); n == 8 && string(h[:4]) == "TwCr" {
+				ids[h[6]]++
+			}
+			f.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[2] < len(want)-1 || len(ids) != 1 {
+		t.Errorf("header cipher ids in the volume: %v, want only 2 (aes-cbc over extents)", ids)
 	}
 }

@@ -322,7 +322,9 @@ func headerSettings(h content.Header) string {
 	case content.CipherXTS:
 		name = "aes-xts"
 	case content.CipherCBC:
-		name = "aes-cbc"
+		name = "aes-cbc (whole extents, config version 1)"
+	case content.CipherCBC512:
+		name = "aes-cbc (512-byte sectors)"
 	}
 	return fmt.Sprintf("%s with %d-byte keys", name, h.KeyBytes)
 }
