@@ -104,6 +104,9 @@ func checkExampleVolume(t *testing.T, mv ManifestVolume) {
 		t.Errorf("%s: config says cipher %s key_bytes %d plaintext_names %t; manifest says %s %d %t",
 			brokenPromise, cfg.Cipher, cfg.KeyBytes, cfg.PlaintextNames, mv.Cipher, mv.KeyBytes, mv.PlaintextNames)
 	}
+	if wantVersion := max(mv.Version, 1); cfg.Version != wantVersion {
+		t.Errorf("%s: config version %d, manifest says %d", brokenPromise, cfg.Version, wantVersion)
+	}
 	t.Run("wrong passphrase", func(t *testing.T) {
 		for _, p := range []string{"twincrypt-exampl", "twincrypt-example ", "Twincrypt-example"} {
 			if key, err := cfg.Unlock([]byte(p)); !errors.Is(err, config.ErrWrongPassphrase) {
@@ -367,6 +370,9 @@ func checkHeader(t *testing.T, path, rel string, mv ManifestVolume) {
 		return
 	}
 	id := map[string]byte{"aes-xts": 1, "aes-cbc": 2}[mv.Cipher]
+	if mv.Cipher == "aes-cbc" && mv.Version >= 2 {
+		id = 3 // 512-byte CBC sectors
+	}
 	switch {
 	case string(h[:4]) != "TwCr":
 		t.Errorf("%s: lower file %s: magic %q, want \"TwCr\"", brokenPromise, rel, h[:4])

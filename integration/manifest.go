@@ -28,11 +28,14 @@ type Manifest struct {
 
 // ManifestVolume is one example volume: its config choices and its tree.
 type ManifestVolume struct {
-	Name           string  `json:"name"` // directory under testdata/
-	Cipher         string  `json:"cipher"`
-	KeyBytes       int     `json:"key_bytes"`
-	PlaintextNames bool    `json:"plaintext_names"`
-	Entries        []Entry `json:"entries"`
+	Name           string `json:"name"` // directory under testdata/
+	Cipher         string `json:"cipher"`
+	KeyBytes       int    `json:"key_bytes"`
+	PlaintextNames bool   `json:"plaintext_names"`
+	// Version is the config format version; absent (0) means 1, which
+	// the volumes frozen before version 2 existed do not state.
+	Version int     `json:"version,omitempty"`
+	Entries []Entry `json:"entries"`
 }
 
 // Entry is one path of a mounted tree (the mount root itself excluded).

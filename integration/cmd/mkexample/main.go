@@ -38,6 +38,7 @@ import (
 // volumeSpec is one example volume.
 type volumeSpec struct {
 	name           string
+	version        int // config format version
 	cipher         string
 	keyBytes       int
 	plaintextNames bool
@@ -45,9 +46,11 @@ type volumeSpec struct {
 }
 
 var volumes = []volumeSpec{
-	{name: "example-xts", cipher: "aes-xts", keyBytes: 64, build: fullTree},
-	{name: "example-cbc", cipher: "aes-cbc", keyBytes: 32, build: fullTree},
-	{name: "example-xts-plainnames", cipher: "aes-xts", keyBytes: 64, plaintextNames: true, build: smallTree},
+	{name: "example-xts", version: 1, cipher: "aes-xts", keyBytes: 64, build: fullTree},
+	{name: "example-cbc", version: 1, cipher: "aes-cbc", keyBytes: 32, build: fullTree},
+	{name: "example-xts-plainnames", version: 1, cipher: "aes-xts", keyBytes: 64, plaintextNames: true, build: smallTree},
+	// Format version 2 (2026-12-02): aes-cbc over 512-byte sectors.
+	{name: "example-cbc-v2", version: 2, cipher: "aes-cbc", keyBytes: 32, build: fullTree},
 }
 
 // Content returns n deterministic bytes for the file called name: the
@@ -215,14 +218,14 @@ func smallTree(b *builder) {
 }
 
 func makeVolume(out string, spec volumeSpec) (integration.ManifestVolume, error) {
-	mv := integration.ManifestVolume{Name: spec.name, Cipher: spec.cipher, KeyBytes: spec.keyBytes, PlaintextNames: spec.plaintextNames}
+	mv := integration.ManifestVolume{Name: spec.name, Cipher: spec.cipher, KeyBytes: spec.keyBytes, PlaintextNames: spec.plaintextNames, Version: spec.version}
 	dir := filepath.Join(out, spec.name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return mv, err
 	}
 	cfg, master, err := config.Create(dir, []byte(integration.ExamplePassphrase), config.Options{
-		Cipher: spec.cipher, KeyBytes: spec.keyBytes, PlaintextNames: spec.plaintextNames,
-		KDF: integration.CheapKDF(), Creator: "twincrypt mkexample: frozen example volume, format 1",
+		Version: spec.version, Cipher: spec.cipher, KeyBytes: spec.keyBytes, PlaintextNames: spec.plaintextNames,
+		KDF: integration.CheapKDF(), Creator: fmt.Sprintf("twincrypt mkexample: frozen example volume, format %d", spec.version),
 	})
 	if err != nil {
 		return mv, err
@@ -285,7 +288,26 @@ func makeVolume(out string, spec volumeSpec) (integration.ManifestVolume, error)
 func main() {
 	out := flag.String("out", "", "directory to create the example volumes and manifest in (normally testdata)")
 	force := flag.Bool("force", false, "replace existing example volumes (breaks the frozen-format promise for committed ones)")
+	only := flag.String("only", "", "comma-separated names of the volumes to make (default: all); for a new format version, make only its new volumes")
 	flag.Parse()
+	if *only != "" {
+		want := map[string]bool{}
+		for _, n := range strings.Split(*only, ",") {
+			want[n] = true
+		}
+		var keep []volumeSpec
+		for _, v := range volumes {
+			if want[v.name] {
+				keep = append(keep, v)
+				delete(want, v.name)
+			}
+		}
+		if len(want) > 0 || len(keep) == 0 {
+			fmt.Fprintf(os.Stderr, "mkexample: -only %q names no volume, or an unknown one\n", *only)
+			os.Exit(2)
+		}
+		volumes = keep
+	}
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "usage: mkexample -out DIR [-force]")
 		os.Exit(2)
