@@ -26,6 +26,7 @@ type initFlags struct {
 	scryptLogN     int
 	pbkdf2Iter     int
 	plaintextNames bool
+	formatVersion  int
 	passfile       string
 	quiet          bool
 	// mk and force are for recovery: a new config for an existing volume.
@@ -53,8 +54,15 @@ and keep it somewhere safe. Use --quiet to suppress it (scripts, tests).
 Ciphers (eCryptfs calls these ecryptfs_cipher / ecryptfs_key_bytes):
   aes-xts   AES in XTS mode per 4096-byte extent; --key-bytes 64 (AES-256,
             default) or 32 (AES-128)
-  aes-cbc   eCryptfs-style AES-CBC with a per-extent IV; --key-bytes 32
-            (AES-256, default) or 16 (AES-128)
+  aes-cbc   AES-CBC with ESSIV over 512-byte sectors (dm-crypt's
+            aes-cbc-essiv:sha256), eight per 4096-byte extent; --key-bytes
+            32 (AES-256, default) or 16 (AES-128)
+
+--format-version 1 makes an aes-cbc volume of the first format, with one
+CBC chain per 4096-byte extent (as eCryptfs), which twincrypt binaries from
+before format version 2 (2026-12-02) can also open; its writes are slower
+(CBC encryption is serial within a chain). aes-xts volumes are version 1
+either way.
 
 Key derivation (--kdf): argon2id (default), scrypt or pbkdf2. The cost flags
 override the defaults of the chosen function only; giving a cost flag of
@@ -97,6 +105,7 @@ key is never taken from the command line, where other users can read it.`,
 	fl.IntVar(&f.scryptLogN, "scrypt-logn", 0, "scrypt cost: N = 2^logn (default: the KDF's default)")
 	fl.IntVar(&f.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations (default: the KDF's default)")
 	fl.BoolVar(&f.plaintextNames, "plaintext-names", false, "do not encrypt file names")
+	fl.IntVar(&f.formatVersion, "format-version", 0, "config format version: 1 or 2 (0 = the lowest that describes the volume: 2 for aes-cbc, 1 for aes-xts)")
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success (not even the master key)")
 	f.mk.register(fl)
@@ -116,7 +125,13 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 	if err := f.mk.check(""); err != nil {
 		return err
 	}
+	if f.formatVersion != 0 && (f.formatVersion < config.MinVersion || f.formatVersion > config.Version) {
+		return usageErrorf("--format-version %d: this twincrypt writes versions %d to %d", f.formatVersion, config.MinVersion, config.Version)
+	}
 	if f.mk.given() {
+		if f.formatVersion != 0 {
+			return usageErrorf("--format-version is not for recovery: init --masterkey finds the version from the file headers")
+		}
 		return runInitRecover(cmd, f, keyBytes, params, lowerArg)
 	}
 	if f.force {
@@ -149,6 +164,7 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 	}
 
 	cfg, masterKey, err := config.Create(lower, pass, config.Options{
+		Version:        f.formatVersion,
 		Cipher:         f.cipher,
 		KeyBytes:       keyBytes,
 		PlaintextNames: f.plaintextNames,
@@ -318,8 +334,8 @@ func initSummary(lower string, c *config.Config) string {
 	if c.PlaintextNames {
 		names = "plaintext names"
 	}
-	return fmt.Sprintf("%s volume in %s: %d-bit key, kdf %s, %s",
-		c.Cipher, lower, c.KeyBytes*8, kdfSummary(c.KDF), names)
+	return fmt.Sprintf("%s volume in %s: %d-bit key, kdf %s, %s, format version %d",
+		c.Cipher, lower, c.KeyBytes*8, kdfSummary(c.KDF), names, c.Version)
 }
 
 func kdfSummary(p kdf.Params) string {

@@ -25,7 +25,9 @@ type twincrypt struct {
 	// transport is mount --transport ("" for the default, /dev/fuse).
 	transport string
 	// readdir is mount --readdir ("" for the default, plus).
-	readdir  string
+	readdir string
+	// format is init --format-version (0 for the default).
+	format   int
 	lower    string
 	mnt      string
 	passfile string
@@ -59,8 +61,18 @@ func NewReaddir(o TargetOptions, cipher, mode string) Target {
 	return &twincrypt{exe: o.Exe, cipher: cipher, readdir: mode}
 }
 
+// NewFormat returns an encrypted volume made with init --format-version
+// format: "crypt-cbc-v1", aes-cbc of the first format (one CBC chain per
+// 4096-byte extent) to set beside crypt-cbc (512-byte CBC sectors).
+func NewFormat(o TargetOptions, cipher string, format int) Target {
+	return &twincrypt{exe: o.Exe, cipher: cipher, format: format}
+}
+
 func (t *twincrypt) Name() string {
 	suffix := ""
+	if t.format != 0 {
+		suffix = fmt.Sprintf("-v%d", t.format)
+	}
 	if t.transport != "" {
 		suffix = "-" + t.transport
 	}
@@ -102,9 +114,12 @@ func (t *twincrypt) Setup(ctx context.Context, work string) error {
 		return err
 	}
 	// A cheap KDF: unlocking is part of every Mount, not of what is measured.
-	_, err = run(ctx, nil, "", t.exe, "init", "--cipher", t.cipher, "--passfile", t.passfile,
-		"--kdf", "argon2id", "--kdf-time", "1", "--kdf-memory", "8192", "--kdf-threads", "1",
-		"--quiet", t.lower)
+	args := []string{"init", "--cipher", t.cipher, "--passfile", t.passfile,
+		"--kdf", "argon2id", "--kdf-time", "1", "--kdf-memory", "8192", "--kdf-threads", "1", "--quiet"}
+	if t.format != 0 {
+		args = append(args, "--format-version", strconv.Itoa(t.format))
+	}
+	_, err = run(ctx, nil, "", t.exe, append(args, t.lower)...)
 	return err
 }
 
