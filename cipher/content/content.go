@@ -239,6 +239,7 @@ func (e *Engine) FileCipher(h *Header) (*FileCipher, error) {
 	}
 	f := &FileCipher{c: c, chain: e.chain, perExtent: uint64(ExtentSize / e.chain)}
 	f.m, _ = c.(sector.MultiCipher)
+	f.r, _ = c.(sector.RunCipher)
 	return f, nil
 }
 
@@ -247,40 +248,31 @@ func (e *Engine) FileCipher(h *Header) (*FileCipher, error) {
 // An extent is encrypted as ExtentSize/chain cipher units of chain bytes
 // (one for XTS and extent-long CBC; eight 512-byte sectors for
 // CipherCBC512), numbered extentNo*perExtent + i. A tail unit of n bytes
-// is cut the same way: n/chain full sectors and a last one of the rest;
-// a rest shorter than one AES block (which CBC-CS2 cannot encrypt alone)
-// stays with the sector before it, which is then up to chain+15 bytes.
+// is cut the same way (sector.RunUnits): n/chain full sectors and a last
+// one of the rest; a rest shorter than one AES block (which CBC-CS2 cannot
+// encrypt alone) stays with the sector before it, which is then up to
+// chain+15 bytes.
 type FileCipher struct {
 	c         sector.Cipher
 	m         sector.MultiCipher // c's MultiCipher side; nil if it has none
+	r         sector.RunCipher   // c's RunCipher side; nil if it has none
 	chain     int
 	perExtent uint64
-}
-
-// split returns how a unit of n bytes is cut: full sectors of f.chain
-// bytes over the first whole bytes, then one last sector over the rest
-// (whole == n when there is no rest).
-func (f *FileCipher) split(n int) (whole int) {
-	if n <= f.chain {
-		return 0 // one sector, maybe short: a plain Encrypt/Decrypt
-	}
-	whole = n / f.chain * f.chain
-	if rest := n - whole; rest > 0 && rest < TrailerSize {
-		whole -= f.chain // the rest rides on the last full sector
-	}
-	return whole
 }
 
 // EncryptUnit encrypts a unit's plaintext (ExtentSize bytes, or a tail unit
 // whose last TrailerSize bytes the caller has zeroed) into dst.
 func (f *FileCipher) EncryptUnit(dst, src []byte, extentNo int64) {
 	first := uint64(extentNo) * f.perExtent
-	whole := f.split(len(src))
-	if whole > 0 {
-		f.encryptSectors(dst[:whole], src[:whole], first)
+	if f.r != nil {
+		f.r.EncryptRun(dst, src, f.chain, first)
+		return
 	}
+	full, _ := sector.RunUnits(len(src), f.chain)
+	whole := full * f.chain
+	f.encryptSectors(dst[:whole], src[:whole], first)
 	if whole < len(src) {
-		f.c.Encrypt(dst[whole:len(src)], src[whole:], first+uint64(whole/f.chain))
+		f.c.Encrypt(dst[whole:len(src)], src[whole:], first+uint64(full))
 	}
 }
 
@@ -331,12 +323,15 @@ func (f *FileCipher) DecryptUnit(dst, src []byte, extentNo int64) {
 		return
 	}
 	first := uint64(extentNo) * f.perExtent
-	whole := f.split(len(src))
-	if whole > 0 {
-		f.decryptSectors(dst[:whole], src[:whole], first)
+	if f.r != nil {
+		f.r.DecryptRun(dst, src, f.chain, first)
+		return
 	}
+	full, _ := sector.RunUnits(len(src), f.chain)
+	whole := full * f.chain
+	f.decryptSectors(dst[:whole], src[:whole], first)
 	if whole < len(src) {
-		f.c.Decrypt(dst[whole:len(src)], src[whole:], first+uint64(whole/f.chain))
+		f.c.Decrypt(dst[whole:len(src)], src[whole:], first+uint64(full))
 	}
 }
 
