@@ -48,7 +48,7 @@ turn, repeat after repeat, so that a noisy machine's drift hits all alike):
   native             a plain directory (the baseline)
   twin               twincrypt's passthrough twin: the same FUSE code, no cipher
   crypt-xts          a twincrypt volume, AES-XTS (512-bit key)
-  crypt-cbc          a twincrypt volume, eCryptfs-style AES-CBC (256-bit key)
+  crypt-cbc          a twincrypt volume, AES-CBC-ESSIV over 512-byte sectors (256-bit key)
   ext4loop           ext4 on a loop device over an image file (the control for dm-crypt)
   dmcrypt-kernel     LUKS2 aes-xts-plain64 opened by the kernel (cryptsetup open),
   dmcrypt-userspace  or, without device-mapper, the same volume unlocked by
