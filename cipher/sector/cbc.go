@@ -232,11 +232,53 @@ func (c *cbcCipher) EncryptSectors(dst, src []byte, sectorSize int, firstUnit ui
 	}
 }
 
-// DecryptSectors implements MultiCipher: Decrypt on each unit in turn, each
-// of which already decrypts many blocks at a time.
+// DecryptSectors implements MultiCipher. CBC decryption is parallel
+// within a unit, so each unit alone already keeps the AES unit busy; but
+// short units (512 bytes: 32 blocks) would pay a call, an IV and a pipeline
+// start each. With the assembly and whole blocks, groups of up to eight
+// units are decrypted as one CBC run from the first unit's IV, and the
+// first block of each later unit, which that chained to the last
+// ciphertext block of the unit before instead of to its own IV, is
+// corrected by XORing both in. The ESSIV IVs of a group come from one
+// 8-lane call. Otherwise: Decrypt on each unit in turn.
 func (c *cbcCipher) DecryptSectors(dst, src []byte, sectorSize int, firstUnit uint64) {
 	n := checkSectors("cbc decrypt sectors", dst, src, sectorSize)
-	for i, unit := 0, firstUnit; i < n; i, unit = i+sectorSize, unit+1 {
-		c.Decrypt(dst[i:i+sectorSize], src[i:i+sectorSize], unit)
+	ab, ok := c.b.(*asmBlock)
+	if !ok || sectorSize%blockSize != 0 || n < 2*sectorSize {
+		for i, unit := 0, firstUnit; i < n; i, unit = i+sectorSize, unit+1 {
+			c.Decrypt(dst[i:i+sectorSize], src[i:i+sectorSize], unit)
+		}
+		return
+	}
+	const group = 8
+	var ivs, zero [maxLanes * blockSize]byte
+	var prev [group * blockSize]byte // last ciphertext block of each unit but the group's last
+	for i, unit := 0, firstUnit; i < n; {
+		k := min(group, (n-i)/sectorSize)
+		for l := range k {
+			lo, hi := ivWords(c.mode, unit+uint64(l))
+			binary.LittleEndian.PutUint64(ivs[16*l:], lo)
+			binary.LittleEndian.PutUint64(ivs[16*l+8:], hi)
+		}
+		if c.essiv != nil {
+			cbcEncLanes(c.essiv.(*asmBlock), group, ivs[:], ivs[:], blockSize, &zero)
+		}
+		run := src[i : i+k*sectorSize]
+		for l := range k - 1 {
+			end := (l + 1) * sectorSize
+			copy(prev[16*l:16*l+16], run[end-blockSize:end]) // before dst (maybe src) is written
+		}
+		var iv [blockSize]byte
+		copy(iv[:], ivs[:blockSize])
+		out := dst[i : i+k*sectorSize]
+		cbcDecBulk(ab, out, run, &iv)
+		for l := 1; l < k; l++ {
+			d := out[l*sectorSize : l*sectorSize+blockSize]
+			p, v := prev[16*(l-1):16*l], ivs[16*l:16*l+16]
+			binary.LittleEndian.PutUint64(d[0:8], binary.LittleEndian.Uint64(d[0:8])^binary.LittleEndian.Uint64(p[0:8])^binary.LittleEndian.Uint64(v[0:8]))
+			binary.LittleEndian.PutUint64(d[8:16], binary.LittleEndian.Uint64(d[8:16])^binary.LittleEndian.Uint64(p[8:16])^binary.LittleEndian.Uint64(v[8:16]))
+		}
+		i += k * sectorSize
+		unit += uint64(k)
 	}
 }
