@@ -144,7 +144,12 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 			return errno
 		}
 		if len(value) > xattrMax {
-			return syscall.E2BIG
+			// The kernel refused values over XATTR_SIZE_MAX already;
+			// this one fits the limit but not once sealed (nonce and
+			// tag, 28 bytes): like a value too large for the lower
+			// filesystem's xattr space, ENOSPC, which is what ext4
+			// answers natively there (E2BIG means over the limit).
+			return syscall.ENOSPC
 		}
 		fd, p, _, errno := s.xattrNode(a, n)
 		if errno != 0 {
