@@ -522,7 +522,7 @@ func ensureRootDirIV(s *side, t *cryptTransform, readOnly bool) error {
 	if readOnly {
 		return fmt.Errorf("%s: volume has no root directory IV yet; mount it read-write once", lower)
 	}
-	if errno := t.newDir(&acct{}, s.loc(s.rootFd, "", "")); errno != 0 {
+	if _, errno := t.newDir(&acct{}, s.loc(s.rootFd, "", "")); errno != 0 {
 		return fmt.Errorf("write root directory IV: %w", errno)
 	}
 	return nil

@@ -140,6 +140,7 @@ func (n *node) create(ctx context.Context, o *opRun, name string, out *fuse.Entr
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	o := n.r().beginNamed(measure.OpMkdir, n, name)
 	defer func() { o.end(errno) }()
+	var iv []byte // the new directory's IV on the mount's side
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
 		// Made with its real mode at once: a default ACL of the parent
 		// is inherited from it (see umask.go).
@@ -150,14 +151,14 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		}
 		cm.settleAt(a, e.dir, e.name, want)
 		d := s.loc(e.dir, e.dirRel, e.name)
-		errno := s.t.newDir(a, d)
+		dirIV, errno := s.t.newDir(a, d)
 		if errno == syscall.EACCES {
 			// A daemon without root's powers writes the directory IV
 			// into a directory made without write permission through
 			// a passing chmod.
 			var st syscall.Stat_t
 			if fstatat(e.dir, e.name, &st) == nil && chmodAt(e.dir, e.name, st.Mode&07777|0700) == nil {
-				errno = s.t.newDir(a, d)
+				dirIV, errno = s.t.newDir(a, d)
 				chmodAt(e.dir, e.name, st.Mode&07777)
 			}
 		}
@@ -165,8 +166,17 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 			unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR)
 			return errno
 		}
+		if s == n.r().main {
+			iv = dirIV
+		}
 		return nil
 	})
+	if errno == 0 && iv != nil {
+		// The IV just written is the new directory's: its first lookup
+		// or create need not read it back (untar: a read of a small
+		// file, four system calls, per directory).
+		ch.Operations().(*node).dir().iv.Store(&dirIVBox{iv})
+	}
 	n.madeEntry(ch, syscall.S_IFDIR)
 	return ch, errno
 }

@@ -33,9 +33,10 @@ type transform interface {
 	writeLong(a *acct, d dirLoc, lower, long string) syscall.Errno
 	dropLong(a *acct, d dirLoc, lower string)
 
-	// newDir prepares a freshly made lower directory d (the directory
-	// IV); readDirIV returns a directory's IV (nil when names are plain).
-	newDir(a *acct, d dirLoc) syscall.Errno
+	// newDir prepares a freshly made lower directory d and returns the
+	// IV it wrote there (nil when names are plain); readDirIV returns a
+	// directory's IV.
+	newDir(a *acct, d dirLoc) ([]byte, syscall.Errno)
 	readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno)
 	// openDir checks that directory dir (found at d) can be listed: with
 	// encrypted names its IV must be readable.

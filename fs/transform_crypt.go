@@ -165,14 +165,17 @@ func (t *cryptTransform) dropLong(a *acct, d dirLoc, lower string) {
 	}
 }
 
-func (t *cryptTransform) newDir(a *acct, d dirLoc) syscall.Errno {
+func (t *cryptTransform) newDir(a *acct, d dirLoc) ([]byte, syscall.Errno) {
 	if t.names == nil {
-		return 0
+		return nil, 0
 	}
 	defer a.lowerSince(a.now())
 	iv := make([]byte, names.DirIVSize)
 	randRead(iv)
-	return t.writePending(d.fd, d.file(names.DirIVFile), iv)
+	if errno := t.writePending(d.fd, d.file(names.DirIVFile), iv); errno != 0 {
+		return nil, errno
+	}
+	return iv, 0
 }
 
 func (t *cryptTransform) readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno) {
@@ -187,7 +190,7 @@ func (t *cryptTransform) readDirIV(a *acct, d dirLoc) ([]byte, syscall.Errno) {
 		// An empty directory without IV, or with a torn one, is what a
 		// crash between mkdir and the IV write (or rmdir's two steps)
 		// leaves; nothing in it depends on the IV, so give it a new one.
-		if errno := t.newDir(a, d); errno == 0 {
+		if _, errno := t.newDir(a, d); errno == 0 {
 			t.log.Warn().Str("lower", d.show("")).Msg("empty directory had no IV (interrupted mkdir or rmdir?): new IV written")
 			return t.readDirIV(a, d)
 		}

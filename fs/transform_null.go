@@ -12,16 +12,16 @@ type nullTransform struct{}
 
 var _ transform = nullTransform{}
 
-func (nullTransform) name() string                       { return "null" }
-func (nullTransform) hidden(bool, string) bool           { return false }
-func (nullTransform) plainSize(size int64) int64         { return size }
-func (nullTransform) content() contentIO                 { return nullIO{} }
-func (nullTransform) newDir(*acct, dirLoc) syscall.Errno { return 0 }
-func (nullTransform) dirMeta() []string                  { return nil }
-func (nullTransform) syncMeta(int) syscall.Errno         { return 0 }
-func (nullTransform) syncPending() syscall.Errno         { return 0 }
-func (nullTransform) xattrOverhead() int                 { return 0 }
-func (nullTransform) dropLong(*acct, dirLoc, string)     {}
+func (nullTransform) name() string                                 { return "null" }
+func (nullTransform) hidden(bool, string) bool                     { return false }
+func (nullTransform) plainSize(size int64) int64                   { return size }
+func (nullTransform) content() contentIO                           { return nullIO{} }
+func (nullTransform) newDir(*acct, dirLoc) ([]byte, syscall.Errno) { return nil, 0 }
+func (nullTransform) dirMeta() []string                            { return nil }
+func (nullTransform) syncMeta(int) syscall.Errno                   { return 0 }
+func (nullTransform) syncPending() syscall.Errno                   { return 0 }
+func (nullTransform) xattrOverhead() int                           { return 0 }
+func (nullTransform) dropLong(*acct, dirLoc, string)               {}
 func (nullTransform) writeLong(*acct, dirLoc, string, string) syscall.Errno {
 	return 0
 }
