@@ -440,6 +440,9 @@ func (r *root) build(o Options, lower string) error {
 		}
 	}
 	r.main.io = r.main.t.content()
+	if c, ok := r.main.io.(*cryptIO); ok && o.SharedStorage {
+		c.noTail = true
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(r.main.rootFd, &st); err != nil {
 		return fmt.Errorf("lower directory %s: %w", lower, err)

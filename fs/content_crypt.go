@@ -46,12 +46,60 @@ type ioState struct {
 	// hdrMu serialises that first read among concurrent readers.
 	hdrMu     sync.Mutex
 	hdrLoaded atomic.Bool
+	// tail holds the plaintext of the file's partial last extent as our
+	// last write left it, so that an appending write need not read that
+	// unit back and decrypt it (tar writes 10 KiB records, a logger a line
+	// at a time: each such write re-encrypts the old tail with the new
+	// bytes). It is valid only while tailSize == size, and size is then
+	// not a multiple of extentSize: write sets it (keepTail), every other
+	// change of the content (open, truncate, fallocate, a write of whole
+	// extents) drops it (dropTail), and the release of a descriptor of
+	// the file gives the buffer back (freeTail), so that only files being
+	// written hold one. Off with --shared-storage (cryptIO.noTail).
+	tail     *[]byte
+	tailSize int64
+}
+
+var tailPool = sync.Pool{New: func() any { b := make([]byte, extentSize); return &b }}
+
+// cachedTail returns the plaintext of the last extent of a file of size
+// bytes if tail holds it, else nil. It stays valid until the next change
+// of h (the caller holds h.mu for writing).
+func (h *ioState) cachedTail(size int64) []byte {
+	if h.tail == nil || h.tailSize != size || size%extentSize == 0 {
+		return nil
+	}
+	return (*h.tail)[:size%extentSize]
+}
+
+// dropTail invalidates the cached tail.
+func (h *ioState) dropTail() { h.tailSize = -1 }
+
+// tailBuf returns the buffer of the cached tail, taken from the pool at
+// first need; its contents are not valid until keepTail.
+func (h *ioState) tailBuf() []byte {
+	if h.tail == nil {
+		h.tail = tailPool.Get().(*[]byte)
+	}
+	return *h.tail
+}
+
+// freeTail drops the cached tail and gives its buffer back.
+func (h *ioState) freeTail() {
+	h.dropTail()
+	if h.tail != nil {
+		tailPool.Put(h.tail)
+		h.tail = nil
+	}
 }
 
 // cryptIO maps plaintext I/O onto the extent layout of cipher/content.
 type cryptIO struct {
 	engine *content.Engine
 	log    zerolog.Logger
+	// noTail turns ioState's cache of the plaintext tail off: on a LOWER
+	// that others may change (--shared-storage), each write reads it.
+	noTail bool
 }
 
 // Scratch buffers: a 1 MiB request covers 257 units plus a trailer, and
@@ -82,6 +130,7 @@ func (c *cryptIO) fail(h *ioState, err error) syscall.Errno {
 
 func (c *cryptIO) open(a *acct, h *ioState, fd int, st *syscall.Stat_t) syscall.Errno {
 	h.fc, h.bad, h.size, h.noHeader = nil, nil, 0, false
+	h.dropTail()
 	h.hdrLoaded.Store(true)
 	size, err := content.PlainSize(st.Size)
 	if err != nil {
@@ -406,6 +455,7 @@ func (c *cryptIO) writeOwned(a *acct, h *ioState, fd int, src []byte, off int64)
 	if len(src) < extentSize || len(src)%extentSize != 0 || off%extentSize != 0 || h.size%extentSize != 0 {
 		return c.write(a, h, fd, src, off)
 	}
+	h.dropTail() // none is valid at this size; stays so
 	if errno := c.loadHeader(a, h, fd); errno != 0 {
 		return 0, errno
 	}
@@ -453,6 +503,13 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	end := off + int64(len(src))
 	newSize := max(oldSize, end)
 	e0, e1 := off/extentSize, (end-1)/extentSize
+	// The old tail's plaintext, if cached; from here the cache is invalid
+	// until this write has succeeded (keepTail below).
+	var cached []byte
+	if !c.noTail {
+		cached = h.cachedTail(oldSize)
+	}
+	h.dropTail()
 	total := int(e1-e0)*extentSize + content.UnitSize(e1, newSize)
 	// A write that grows the file to an extent boundary ends in an empty
 	// last extent: its tail unit is the 16-byte trailer, stored as zeros
@@ -481,9 +538,12 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	if grow && oldSize%extentSize != 0 {
 		tp, t := getBuf(2 * (extentSize + trailer))
 		defer putBuf(tp)
-		n, errno := c.readUnit(a, h, fd, eOld, oldSize, t, t[extentSize+trailer:])
-		if errno != 0 {
-			return 0, errno
+		n := copy(t, cached)
+		if cached == nil {
+			var errno syscall.Errno
+			if n, errno = c.readUnit(a, h, fd, eOld, oldSize, t, t[extentSize+trailer:]); errno != 0 {
+				return 0, errno
+			}
 		}
 		oldTail = t[:n]
 	}
@@ -516,6 +576,10 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 		}
 		if e == eOld && oldTail != nil {
 			copy(u, oldTail)
+			continue
+		}
+		if e == eOld && cached != nil {
+			copy(u, cached)
 			continue
 		}
 		if scratch == nil {
@@ -555,8 +619,13 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	// Full extents go side by side; a tail unit (the file's last extent)
 	// alone.
 	first, last := e0, e1
+	newTail := false // the tail's new plaintext is in h.tail
 	if last == newSize/extentSize {
 		u := buf[int(last-e0)*extentSize:]
+		if r := int(newSize % extentSize); r != 0 && !c.noTail {
+			copy(h.tailBuf(), u[:r])
+			newTail = true
+		}
 		u = u[:content.UnitSize(last, newSize)]
 		h.fc.EncryptUnit(u, u, last)
 		last--
@@ -589,6 +658,11 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 		return 0, toErrno(err)
 	}
 	h.size = newSize
+	if newTail || cached != nil && e1 < eOld {
+		// The tail as written now, or as cached before if this write
+		// ended in an earlier extent (and so did not grow the file).
+		h.tailSize = newSize
+	}
 	return len(src), 0
 }
 
@@ -720,6 +794,7 @@ func (c *cryptIO) retail(a *acct, h *ioState, fd int, oldSize, newSize int64) sy
 }
 
 func (c *cryptIO) truncate(a *acct, h *ioState, fd int, size int64) syscall.Errno {
+	h.dropTail()
 	oldSize := h.size
 	switch {
 	case size == 0:
@@ -774,6 +849,7 @@ func (c *cryptIO) truncate(a *acct, h *ioState, fd int, size int64) syscall.Errn
 }
 
 func (c *cryptIO) allocate(a *acct, h *ioState, fd int, off, size int64, mode uint32) syscall.Errno {
+	h.dropTail()
 	if errno := c.loadHeader(a, h, fd); errno != 0 {
 		return errno
 	}

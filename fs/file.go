@@ -165,6 +165,11 @@ func (f *file) Release(ctx context.Context) (errno syscall.Errno) {
 	}
 	f.n.forget(f)
 	f.n.r().open.Delete(f)
+	// A file no one writes holds no cached tail (ioState.tail).
+	st := &f.n.extra().io
+	st.mu.Lock()
+	st.freeTail()
+	st.mu.Unlock()
 	errno = release(&o.a, f.fd)
 	f.twin(&o, func(_ *side, a *acct, fd int) syscall.Errno { return release(a, fd) })
 	return errno
