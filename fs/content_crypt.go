@@ -51,7 +51,7 @@ type ioState struct {
 	// unit back and decrypt it (tar writes 10 KiB records, a logger a line
 	// at a time: each such write re-encrypts the old tail with the new
 	// bytes). It is valid only while tailSize == size, and size is then
-	// not a multiple of extentSize: write sets it (keepTail), every other
+	// not a multiple of extentSize: write sets it, every other
 	// change of the content (open, truncate, fallocate, a write of whole
 	// extents) drops it (dropTail), and the release of a descriptor of
 	// the file gives the buffer back (freeTail), so that only files being
@@ -76,7 +76,7 @@ func (h *ioState) cachedTail(size int64) []byte {
 func (h *ioState) dropTail() { h.tailSize = -1 }
 
 // tailBuf returns the buffer of the cached tail, taken from the pool at
-// first need; its contents are not valid until keepTail.
+// first need; its contents are valid once write has set tailSize.
 func (h *ioState) tailBuf() []byte {
 	if h.tail == nil {
 		h.tail = tailPool.Get().(*[]byte)
@@ -504,7 +504,7 @@ func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int
 	newSize := max(oldSize, end)
 	e0, e1 := off/extentSize, (end-1)/extentSize
 	// The old tail's plaintext, if cached; from here the cache is invalid
-	// until this write has succeeded (keepTail below).
+	// until this write has succeeded (tailSize is set at the end).
 	var cached []byte
 	if !c.noTail {
 		cached = h.cachedTail(oldSize)
