@@ -103,6 +103,10 @@ type Volume struct {
 	MasterKey []byte
 	Log       *SyncBuffer
 
+	// AllowOther mounts with allow_other, for programs that run as
+	// another user (PostgreSQL refuses to run as root). Set before Mount.
+	AllowOther bool
+
 	readOnly bool
 	srv      *fuse.Server
 	// cleanup is set once an unmount is registered with the test that
@@ -150,6 +154,7 @@ func (vol *Volume) Mount(t testing.TB, readOnly bool) {
 	srv, err := MountDir(vol.Mnt, fs.Options{
 		Lower: vol.Lower, Config: vol.Config, MasterKey: vol.MasterKey,
 		ReadOnly: readOnly, Log: zerolog.New(vol.Log), Transport: transport,
+		AllowOther: vol.AllowOther,
 	})
 	if err != nil {
 		t.Fatal(err)
