@@ -13,7 +13,9 @@
 # nodes), perl's prove, mkfs.ext4 and a loop device. About 25 minutes on
 # two cores.
 #
-# Usage: PJDFSTEST=DIR scripts/pjdfstest.sh [OUTDIR]
+# Usage: PJDFSTEST=DIR [MOUNTFLAGS='--transport dev ...'] scripts/pjdfstest.sh [OUTDIR]
+# MOUNTFLAGS are added to every twincrypt mount (e.g. --transport dev,
+# --shared-storage, --readdir auto).
 # Prints per target the files and assertions that failed, and every
 # assertion whose result differs from native's; exits 1 if any does.
 set -euo pipefail
@@ -50,9 +52,9 @@ mkdir "$W/ext4/native" "$W/ext4/twin" "$W/ext4/xts" "$W/ext4/cbc"
 for t in twin xts cbc; do
 	mkdir "$W/$t"
 	if [ $t = twin ]; then
-		"$BIN" mount -q --passthrough --background -o allow_other "$W/ext4/$t" "$W/$t"
+		"$BIN" mount -q --passthrough --background -o allow_other ${MOUNTFLAGS:-} "$W/ext4/$t" "$W/$t"
 	else
-		"$BIN" mount -q --passfile "$W/pass" --background -o allow_other "$W/ext4/$t" "$W/$t"
+		"$BIN" mount -q --passfile "$W/pass" --background -o allow_other ${MOUNTFLAGS:-} "$W/ext4/$t" "$W/$t"
 	fi
 	MOUNTS+=("$W/$t")
 done
