@@ -45,11 +45,42 @@ func TestNodesFollowForget(t *testing.T) {
 			tm := mountVariant(t, v)
 			dir := filepath.Join(tm.mnt, "d")
 			must(t, os.Mkdir(dir, 0755))
+			// d stays open, so that a drop_caches cannot make the kernel
+			// forget it (and go-fuse make it a new node, whose maps of
+			// children the walk would grow from nothing).
+			dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			must(t, err)
+			t.Cleanup(func() { unix.Close(dfd) })
+			// Another program's drop_caches during the creates or the
+			// walk below would make the kernel forget part of them (in
+			// `go test ./...` the integration package's bench runs
+			// alongside and drops caches before every cold read). So
+			// where the descriptors fit in RLIMIT_NOFILE (not always
+			// with INODE_FILES), every file stays open until all are
+			// made, and go-fuse's tables grow to all of them once, as
+			// on a quiet machine (Go maps do not shrink: the walk's heap
+			// growth is then the nodes', not the maps' growth); and the
+			// walk holds each file it looks up.
+			var lim unix.Rlimit
+			pin := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil && uint64(n)+256 <= lim.Cur
+			fds := make([]int, 0, n)
 			for i := 0; i < n; i++ {
-				fd, err := unix.Open(fmt.Sprintf("%s/file-%06d", dir, i), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
+				p := fmt.Sprintf("%s/file-%06d", dir, i)
+				fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 				must(t, err)
 				unix.Close(fd)
+				if pin {
+					// O_PATH: no OPEN, so no lower descriptor in this
+					// process, which is the daemon's too.
+					fd, err = unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					must(t, err)
+					fds = append(fds, fd)
+				}
 			}
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			fds = fds[:0]
 			dnode := tm.root.rootNode.GetChild("d")
 			if dnode == nil {
 				t.Fatal("no node for d")
@@ -79,8 +110,10 @@ func TestNodesFollowForget(t *testing.T) {
 			if got := forgetAll(); got > 2 {
 				t.Fatalf("after the creates and an invalidation of every entry: %d nodes, want the root and d", got)
 			}
-			// Another program's drop_caches during the walk would make
-			// the kernel forget some of it: walk again.
+			// Each file the walk looks up stays open (O_PATH: a LOOKUP,
+			// as lstat makes, and no OPEN) until the nodes are counted:
+			// the kernel cannot drop an inode in use. Without pin the
+			// walk lstats, and is made again when it lost nodes.
 			var h0, h1 uint64
 			var o0, o1 int64
 			var c nodeCensus
@@ -88,10 +121,21 @@ func TestNodesFollowForget(t *testing.T) {
 				h0, o0 = liveHeap(), ownHeap()
 				var st unix.Stat_t
 				for i := 0; i < n; i++ {
-					must(t, unix.Lstat(fmt.Sprintf("%s/file-%06d", dir, i), &st))
+					p := fmt.Sprintf("%s/file-%06d", dir, i)
+					if !pin {
+						must(t, unix.Lstat(p, &st))
+						continue
+					}
+					fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					must(t, err)
+					fds = append(fds, fd)
 				}
 				c = tm.root.census()
 				h1, o1 = liveHeap(), ownHeap()
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+				fds = fds[:0]
 				if c.nodes >= n+2 {
 					break
 				}
