@@ -35,7 +35,12 @@ cleanup() {
 	for m in "${MOUNTS[@]}"; do
 		"$BIN" umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 	done
-	if mountpoint -q "$W/ext4"; then umount "$W/ext4"; fi
+	# A daemon may still hold LOWER for a moment after its unmount.
+	for i in 1 2 3 4 5; do
+		mountpoint -q "$W/ext4" || break
+		umount "$W/ext4" 2>/dev/null || sleep 1
+	done
+	if mountpoint -q "$W/ext4"; then umount -l "$W/ext4"; fi
 	rm -rf "$W"
 }
 trap cleanup EXIT
