@@ -413,6 +413,43 @@ func TestMountBackgroundCrypt(t *testing.T) {
 	}
 }
 
+// TestUmountWaitsForDaemon: when `twincrypt umount` returns, the daemon
+// has exited (LOWER closed, the --summary file written), so that a script
+// may unmount LOWER's filesystem or read the summary next. A mount
+// without live stats (--no-stats: no socket to find the daemon by)
+// unmounts all the same.
+func TestUmountWaitsForDaemon(t *testing.T) {
+	requireFUSE(t)
+	pf := writePassfile(t, "pw")
+	lower := initVolume(t, pf)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	summary := filepath.Join(tempDir(t), "summary.json")
+	for round := 0; round < 3; round++ {
+		os.Remove(summary)
+		twincrypt(t, "", "mount", "--background", "--quiet", "--passfile", pf, "--summary", summary, lower, mnt).expectExit(t, 0, "mount")
+		pids := daemonPIDs(t, mnt)
+		if len(pids) != 1 {
+			t.Fatalf("background processes for %s: %v, want one", mnt, pids)
+		}
+		if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+		if _, alive := procStart(pids[0]); alive {
+			t.Errorf("round %d: the daemon (pid %d) is still running when umount returns", round, pids[0])
+		}
+		b, err := os.ReadFile(summary)
+		if err != nil || !json.Valid(b) {
+			t.Errorf("round %d: the --summary file when umount returns: %v (%d bytes, valid JSON: %v)", round, err, len(b), json.Valid(b))
+		}
+		waitDaemonGone(t, mnt)
+	}
+	twincrypt(t, "", "mount", "--background", "--quiet", "--no-stats", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount --no-stats")
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount of a --no-stats mount")
+	waitDaemonGone(t, mnt)
+}
+
 func TestMountBackgroundReadOnly(t *testing.T) {
 	requireFUSE(t)
 	pf := writePassfile(t, "pw")

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -20,7 +23,10 @@ func newUmountCmd() *cobra.Command {
 		Aliases: []string{"unmount"},
 		Short:   "Unmount a twincrypt (or any FUSE) mount",
 		Long: `Unmount the filesystem mounted at MNT. The mounting process, in the
-foreground or in the background, then exits.
+foreground or in the background, then exits; umount waits for that (up to
+30 seconds), so that when it returns LOWER is closed and the --summary file
+written. (It finds the daemon through its live-stats socket: not for a
+mount made with --no-stats, nor with --lazy.)
 
 As root this calls umount(2) directly; otherwise, or when that is not
 permitted, it runs 'fusermount3 -u' (or 'fusermount -u'). The kernel refuses
@@ -38,13 +44,89 @@ the kernel finish it when the last file is closed (umount -l, fusermount -z).`,
 }
 
 // unmountPath unmounts the mount at mntArg, refusing paths that are not
-// mount points (a typo must not unmount the parent filesystem).
+// mount points (a typo must not unmount the parent filesystem). Unless
+// lazy, it then waits (up to daemonExitWait) for the daemon that served
+// the mount to exit, when its stats socket names it: after the unmount
+// the daemon still closes LOWER, ends the op log and writes the --summary
+// file, and a script that unmounts LOWER's filesystem next, or reads the
+// summary, must find that done.
 func unmountPath(mntArg string, lazy bool) error {
+	var d daemonProc
+	if !lazy {
+		d = servingDaemon(mntArg)
+	}
 	err := unmountOnly(mntArg, lazy)
 	if err == nil {
 		removeStaleSocket(mntArg)
+		if d.pid != 0 && !d.waitExit(daemonExitWait) {
+			fmt.Fprintf(os.Stderr, "twincrypt umount: unmounted %s; its daemon (pid %d) has not exited after %v\n", mntArg, d.pid, daemonExitWait)
+		}
 	}
 	return err
+}
+
+// daemonExitWait bounds how long umount waits for the daemon to exit.
+const daemonExitWait = 30 * time.Second
+
+// daemonProc is a process, named by its PID and its start time (so that
+// a PID reused meanwhile is not taken for it); pid 0 is none.
+type daemonProc struct {
+	pid   int
+	start string
+}
+
+// servingDaemon is the daemon serving the mount at mnt (the process
+// listening on its stats socket), if there is one and it is not this
+// process (a daemon unmounts its own mount after a signal).
+func servingDaemon(mnt string) daemonProc {
+	if m, err := cleanMountPath(mnt); err == nil {
+		mnt = m
+	}
+	pid, err := control.ServerPID(mnt)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return daemonProc{}
+	}
+	start, alive := procStart(pid)
+	if !alive {
+		return daemonProc{}
+	}
+	return daemonProc{pid: pid, start: start}
+}
+
+// waitExit waits up to limit for d to exit, and reports whether it did.
+func (d daemonProc) waitExit(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		start, alive := procStart(d.pid)
+		if !alive || start != d.start {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procStart returns the start time of process pid (field 22 of
+// /proc/PID/stat) and whether it is alive: neither gone nor a zombie.
+func procStart(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields after it start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (the state), so field 22 is f[19].
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return "", false
+	}
+	return f[19], true
 }
 
 // removeStaleSocket removes the stats socket of the mount at mnt when no

@@ -227,21 +227,51 @@ func peerAllowed(c *net.UnixConn) bool {
 // peerUid is the uid of the process at the other end of c (SO_PEERCRED:
 // its credentials when it called listen or connect).
 func peerUid(c *net.UnixConn) (uint32, error) {
-	raw, err := c.SyscallConn()
+	cred, err := peerCred(c)
 	if err != nil {
 		return 0, err
+	}
+	return cred.Uid, nil
+}
+
+// peerCred is the process at the other end of c (SO_PEERCRED).
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if cerr != nil {
-		return 0, cerr
+	return cred, cerr
+}
+
+// ServerPID is the process ID of the daemon serving the mount at mnt,
+// from its socket (SO_PEERCRED: the process that listens), with Query's
+// check of the server's user. It sends no request (the server answers a
+// connection closed without one with nothing anyone reads).
+func ServerPID(mnt string) (int, error) {
+	path := SocketPath(mnt)
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return 0, fmt.Errorf("%s: %w", path, ErrPermission)
+		}
+		return 0, fmt.Errorf("%w (%s: %v)", ErrNoDaemon, path, err)
 	}
-	return cred.Uid, nil
+	defer c.Close()
+	cred, err := peerCred(c.(*net.UnixConn))
+	if err != nil {
+		return 0, fmt.Errorf("%s: credentials of the server: %w", path, err)
+	}
+	if cred.Uid != 0 && int(cred.Uid) != os.Geteuid() {
+		return 0, fmt.Errorf("%s (uid %d): %w", path, cred.Uid, ErrForeignServer)
+	}
+	return int(cred.Pid), nil
 }
 
 // Close removes the socket and waits for the accept loop to end.
