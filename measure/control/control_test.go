@@ -45,6 +45,10 @@ func TestQuery(t *testing.T) {
 	if dst.Mode().Perm() != 0700 {
 		t.Errorf("socket directory mode %v, want 0700", dst.Mode().Perm())
 	}
+	// The daemon is this process, and the socket says so.
+	if pid, err := ServerPID(mnt); err != nil || pid != os.Getpid() {
+		t.Errorf("ServerPID = %d, %v; want %d", pid, err, os.Getpid())
+	}
 	// A second daemon for the same mount point is refused.
 	if _, err := Listen(mnt, rec.Snapshot); err == nil {
 		t.Error("second server on the same mount point accepted")
@@ -52,6 +56,9 @@ func TestQuery(t *testing.T) {
 	srv.Close()
 	if _, err := Query(mnt); !errors.Is(err, ErrNoDaemon) {
 		t.Errorf("query after close: %v", err)
+	}
+	if _, err := ServerPID(mnt); !errors.Is(err, ErrNoDaemon) {
+		t.Errorf("ServerPID after close: %v", err)
 	}
 	// A socket left behind by a killed daemon does not block a new one.
 	srv2, err := Listen(mnt, rec.Snapshot)
@@ -90,6 +97,13 @@ func init() {
 			os.Exit(1)
 		}
 		fmt.Printf("ok %s\n", snap.Mount)
+	case "pid":
+		pid, err := ServerPID(mnt)
+		if err != nil {
+			fmt.Printf("err permission=%v foreign=%v %v\n", errors.Is(err, ErrPermission), errors.Is(err, ErrForeignServer), err)
+			os.Exit(1)
+		}
+		fmt.Printf("ok %d\n", pid)
 	case "fake":
 		// Another user's server in the socket's place, in a directory it
 		// left open to all: it answers every connection with made-up
@@ -337,6 +351,11 @@ func TestQueryRefusesForeignServer(t *testing.T) {
 	}
 	if strings.Contains(line, "\x1b") {
 		t.Errorf("the client's message carries the server's escapes: %q", line)
+	}
+	// Nor does umount take the fake's process for the daemon to wait for.
+	out, err = asUser(helper, uidOther, "pid", "/mnt/shared", xdg).CombinedOutput()
+	if line := strings.TrimSpace(string(out)); err == nil || !strings.HasPrefix(line, "err permission=false foreign=true ") {
+		t.Errorf("ServerPID by another user of a fake server: %v: %q, want ErrForeignServer", err, line)
 	}
 	// Proof that the fake answers: its own user reads it.
 	if out, err := asUser(helper, uidNobody, "query", "/mnt/shared", xdg).CombinedOutput(); err != nil || !strings.Contains(string(out), "owned") {
