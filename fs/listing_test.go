@@ -352,6 +352,10 @@ func TestReaddirModes(t *testing.T) {
 			tm.served(t, srv)
 			d := filepath.Join(tm.mnt, "d")
 
+			// Another program's drop_caches (the integration tests' cold
+			// runs, in parallel) makes the kernel forget the entries the
+			// listing gave it: counted from here.
+			drops := cacheDrops(t)
 			// Names alone (ls -f, find -name).
 			names := func(dir string) []string {
 				f, err := os.Open(dir)
@@ -394,7 +398,11 @@ func TestReaddirModes(t *testing.T) {
 			}
 			lookups := c.lookups.Load() - l0
 			if mode == ReaddirPlus && lookups != 0 {
-				t.Errorf("plus: %d LOOKUPs after the listing, want 0", lookups)
+				if cacheDrops(t) != drops {
+					t.Logf("plus: %d LOOKUPs after the listing, but a drop_caches overlapped: not checked", lookups)
+				} else {
+					t.Errorf("plus: %d LOOKUPs after the listing, want 0", lookups)
+				}
 			}
 			if mode != ReaddirPlus && lookups < n/2 {
 				t.Errorf("%s: %d LOOKUPs after a listing of names, want one for most of %d entries", mode, lookups, n)
