@@ -1081,6 +1081,11 @@ func TestFaultBugLowerErrorOnHeader(t *testing.T) {
 		defer f.Close()
 	}
 	for _, ft := range targets {
+		// The pages the write left cached would serve the read without
+		// the filesystem (and whether they still do depends on another
+		// program's drop_caches): drop them, so that the read reaches
+		// the faulty lower file on every target.
+		faultDropPageCache(t, ft, "victim", held[ft.name])
 		faults.set(ino[ft.name], eioRule{read: true})
 	}
 	for _, ft := range targets {
@@ -1105,6 +1110,7 @@ func TestFaultBugLowerErrorOnHeader(t *testing.T) {
 		must(t, err)
 		held[ft.name] = f
 		defer f.Close()
+		faultDropPageCache(t, ft, "victim", f)
 		faults.set(ino[ft.name], eioRule{read: true, errno: syscall.ETIMEDOUT})
 	}
 	for _, ft := range targets {
