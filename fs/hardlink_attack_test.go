@@ -290,6 +290,10 @@ func TestCreateFindsLowerEntry(t *testing.T) {
 			}
 			p := filepath.Join(tm.mnt, name)
 			must(t, os.WriteFile(filepath.Join(tm.mnt, "src"), []byte("content"), 0644))
+			// The kernel's negative entry for the name is what sends the
+			// create as a CREATE; another program's drop_caches (the
+			// integration tests', in parallel) drops it: counted from here.
+			drops := cacheDrops(t)
 			if _, err := os.Lstat(p); !os.IsNotExist(err) {
 				t.Fatalf("%s: %v, want ENOENT", name, err)
 			}
@@ -310,7 +314,11 @@ func TestCreateFindsLowerEntry(t *testing.T) {
 			}
 			f.Close()
 			if !strings.Contains(tm.log.String()[logLen:], "create found an entry made behind") {
-				t.Errorf("the create did not reach the daemon as a CREATE:\n%s", tm.log.String()[logLen:])
+				if cacheDrops(t) != drops {
+					t.Logf("the create did not reach the daemon as a CREATE, but a drop_caches overlapped: not checked")
+				} else {
+					t.Errorf("the create did not reach the daemon as a CREATE:\n%s", tm.log.String()[logLen:])
+				}
 			}
 			if got, err := os.ReadFile(p); err != nil || string(got) != "content" {
 				t.Errorf("%s reads %q, %v; want its content", name, got, err)
