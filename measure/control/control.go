@@ -255,23 +255,36 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 // check of the server's user. It sends no request (the server answers a
 // connection closed without one with nothing anyone reads).
 func ServerPID(mnt string) (int, error) {
+	c, cred, err := dialServer(mnt, "")
+	if err != nil {
+		return 0, err
+	}
+	c.Close()
+	return int(cred.Pid), nil
+}
+
+// dialServer connects to the socket of the mount at mnt and checks that
+// the server runs as this user or as root (ErrForeignServer); what
+// prefixes the message of a failed credentials check.
+func dialServer(mnt, what string) (net.Conn, *unix.Ucred, error) {
 	path := SocketPath(mnt)
 	c, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err != nil {
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-			return 0, fmt.Errorf("%s: %w", path, ErrPermission)
+			return nil, nil, fmt.Errorf("%s: %w", path, ErrPermission)
 		}
-		return 0, fmt.Errorf("%w (%s: %v)", ErrNoDaemon, path, err)
+		return nil, nil, fmt.Errorf("%w (%s: %v)", ErrNoDaemon, path, err)
 	}
-	defer c.Close()
 	cred, err := peerCred(c.(*net.UnixConn))
 	if err != nil {
-		return 0, fmt.Errorf("%s: credentials of the server: %w", path, err)
+		c.Close()
+		return nil, nil, fmt.Errorf("%s%s: credentials of the server: %w", what, path, err)
 	}
 	if cred.Uid != 0 && int(cred.Uid) != os.Geteuid() {
-		return 0, fmt.Errorf("%s (uid %d): %w", path, cred.Uid, ErrForeignServer)
+		c.Close()
+		return nil, nil, fmt.Errorf("%s (uid %d): %w", path, cred.Uid, ErrForeignServer)
 	}
-	return int(cred.Pid), nil
+	return c, cred, nil
 }
 
 // Close removes the socket and waits for the accept loop to end.
@@ -287,21 +300,11 @@ func (s *Server) Close() error {
 func Query(mnt string) (measure.Snapshot, error) {
 	var snap measure.Snapshot
 	path := SocketPath(mnt)
-	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	c, _, err := dialServer(mnt, "stats from ")
 	if err != nil {
-		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-			return snap, fmt.Errorf("%s: %w", path, ErrPermission)
-		}
-		return snap, fmt.Errorf("%w (%s: %v)", ErrNoDaemon, path, err)
+		return snap, err
 	}
 	defer c.Close()
-	uid, err := peerUid(c.(*net.UnixConn))
-	if err != nil {
-		return snap, fmt.Errorf("stats from %s: credentials of the server: %w", path, err)
-	}
-	if uid != 0 && int(uid) != os.Geteuid() {
-		return snap, fmt.Errorf("%s (uid %d): %w", path, uid, ErrForeignServer)
-	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write([]byte("stats\n")); err != nil {
 		return snap, err
