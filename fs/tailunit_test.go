@@ -14,10 +14,9 @@ import (
 // tail unit of the 16-byte trailer alone, stored as 16 zero bytes, a hole
 // (cipher/FORMAT.md, "Holes"), however it came to end there. Stale
 // ciphertext in its place reads the same (no reader decrypts a tail of no
-// data) and fsck does not look, but the format says zeros, and a master
-// key is checked against the trailers of the volume's files (`mount
-// --masterkey`, fs/fsck/verifykey.go): a stale trailer there would decrypt
-// to garbage under the right key. Each case reaches the boundary by
+// data), but the format says zeros: fsck reports one that is not
+// (`stale-trailer`), and the master-key check (`mount --masterkey`,
+// fs/fsck/verifykey.go) has to skip such units rather than learn from them. Each case reaches the boundary by
 // another path of the daemon; the final sizes differ, so that each lower
 // file is found by its size.
 func TestEmptyTailUnitIsZeros(t *testing.T) {

@@ -232,6 +232,8 @@ func actionText(a fsck.Action) string {
 		return "would delete it"
 	case fsck.NewDirIV:
 		return "would write a new directory IV (the directory is empty)"
+	case fsck.ZeroTrailer:
+		return "would store the trailer as zeros"
 	}
 	return string(a)
 }

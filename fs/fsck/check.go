@@ -54,6 +54,7 @@ type action struct {
 	name     string // lower name in dir ("" for NewDirIV: dir itself)
 	plain    string // plaintext name, "" when unknown
 	dev, ino uint64 // what the check saw, verified before repairing
+	size     int64  // ZeroTrailer: the lower size the check saw
 	problems []int  // indices into Report.Problems
 }
 
@@ -545,6 +546,7 @@ func (c *checker) checkFile(e *entry, dfd int) {
 func (c *checker) scanFile(e *entry, fd int, plainSize int64) {
 	last := plainSize / content.ExtentSize
 	var torn []int64
+	staleTrailer := false
 	for ext := int64(0); ext <= last; {
 		off := content.UnitOffset(ext)
 		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
@@ -574,6 +576,9 @@ func (c *checker) scanFile(e *entry, fd int, plainSize int64) {
 			if partlyZero(u) {
 				torn = append(torn, ext+i)
 			}
+			if ext+i == last && len(u) == content.TrailerSize && !content.IsZero(u) {
+				staleTrailer = true
+			}
 		}
 		ext += n
 	}
@@ -583,6 +588,15 @@ func (c *checker) scanFile(e *entry, fd int, plainSize int64) {
 			detail += fmt.Sprintf("; %d more extents like it", len(torn)-1)
 		}
 		e.add(TornExtent, detail, true)
+	}
+	if staleTrailer {
+		// After any move of the same file, so that the repair, which runs
+		// the actions backwards, zeroes it before it moves.
+		c.problem(Problem{Kind: StaleTrailer, Lower: lowerPath(e.rel), Plain: e.plain,
+			Detail: "the file ends on an extent boundary and its tail unit, the trailer alone, is not 16 zero bytes: " +
+				"harmless to reads, but a master-key check (init/passwd/mount --masterkey) cannot use it"},
+			&action{kind: ZeroTrailer, dir: e.dir, name: e.name, plain: e.plainNm,
+				dev: uint64(e.st.Dev), ino: uint64(e.st.Ino), size: e.st.Size})
 	}
 }
 

@@ -80,6 +80,9 @@ const (
 	CipherMismatch    Kind = "cipher-mismatch"    // header cipher or key size differ from the volume's
 	ReadError         Kind = "read-error"         // an I/O error or a short read inside the file
 	TornExtent        Kind = "torn-extent"        // a stored unit that is partly zeros
+	// StaleTrailer is a file ending on an extent boundary whose tail unit
+	// (the 16-byte trailer alone) is not stored as zeros (FORMAT.md 3.2).
+	StaleTrailer      Kind = "stale-trailer"
 	SymlinkUnreadable Kind = "symlink-unreadable" // the symlink target does not open
 	// LinkSidecarMissing is a long symlink whose sidecar in twincrypt.links is gone.
 	LinkSidecarMissing Kind = "link-sidecar-missing"
@@ -98,6 +101,9 @@ const (
 	MoveAside Action = "move-to-lost+found"
 	Delete    Action = "delete"
 	NewDirIV  Action = "new-diriv"
+	// ZeroTrailer stores a stale trailer as the 16 zero bytes the format
+	// wants; nothing the file holds changes.
+	ZeroTrailer Action = "zero-trailer"
 )
 
 // LostFound is the plaintext name of the directory, in the root of the

@@ -159,6 +159,8 @@ func TestDamageReportRepair(t *testing.T) {
 	writeFile(t, m.path("header.bin"), pattern(100, 8))
 	writeFile(t, m.path("cipher.bin"), pattern(100, 9))
 	writeFile(t, m.path("torn.bin"), pattern(3*4096+100, 10))
+	writeFile(t, m.path("boundary.bin"), pattern(2*4096, 11))
+	writeFile(t, m.path("tornstale.bin"), pattern(3*4096, 12))
 	writeFile(t, m.path("renamed.txt"), []byte("renamed content"))
 	writeFile(t, m.path("baddir/inner.txt"), []byte("inner content"))
 	writeFile(t, m.path(longName('A')), []byte("content A"))
@@ -177,6 +179,7 @@ func TestDamageReportRepair(t *testing.T) {
 	L := func(p string) string { return v.lowerRel(t, p) }
 	lSmall, lSubSmall, lMagic, lHeader, lCipher, lTorn := L("/small.txt"), L("/sub/small.txt"), L("/magic.bin"), L("/header.bin"), L("/cipher.bin"), L("/torn.bin")
 	lRenamed, lBaddir := L("/renamed.txt"), L("/baddir")
+	lBoundary, lTornStale := L("/boundary.bin"), L("/tornstale.bin")
 	lA, lB, lC := L("/"+longName('A')), L("/"+longName('B')), L("/"+longName('C'))
 	lLink, lEscape, lXattr := L("/link"), L("/escape"), L("/xattr.txt")
 	lNoIV, lIVLink, lFifoIV, lEmpty := L("/noiv"), L("/ivlink"), L("/fifoiv"), L("/emptydir")
@@ -192,6 +195,10 @@ func TestDamageReportRepair(t *testing.T) {
 	patchLower(t, v.abs(lHeader), 4, []byte{0, 2})
 	patchLower(t, v.abs(lCipher), 6, []byte{content.CipherCBC})
 	patchLower(t, v.abs(lTorn), content.UnitOffset(1)+1024, make([]byte, 512))
+	// A file ending on an extent boundary stores its trailer as zeros.
+	patchLower(t, v.abs(lBoundary), content.UnitOffset(2), pattern(content.TrailerSize, 13))
+	patchLower(t, v.abs(lTornStale), content.UnitOffset(3), pattern(content.TrailerSize, 14))
+	patchLower(t, v.abs(lTornStale), content.UnitOffset(1), make([]byte, 16))
 	must(t, os.Rename(v.abs(lRenamed), v.abs("garbage.txt")))
 	must(t, os.Rename(v.abs(lBaddir), v.abs("bad+dir")))
 	must(t, os.Remove(v.abs(names.Sidecar(lA))))
@@ -231,6 +238,9 @@ func TestDamageReportRepair(t *testing.T) {
 		"bad-header " + lHeader,
 		"cipher-mismatch " + lCipher,
 		"torn-extent " + lTorn,
+		"stale-trailer " + lBoundary,
+		"torn-extent " + lTornStale,
+		"stale-trailer " + lTornStale,
 		"name-undecryptable garbage.txt",
 		"name-undecryptable bad+dir",
 		"sidecar-missing " + lA,
@@ -275,10 +285,11 @@ func TestDamageReportRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// --quick reads no extents: the torn extent goes unnoticed.
+	// --quick reads no extents: the torn extents and stale trailers go
+	// unnoticed.
 	quick := v.check(t, Options{Quick: true})
-	if len(quick.Problems) != len(want)-1 {
-		t.Errorf("--quick: %d problems, want %d", len(quick.Problems), len(want)-1)
+	if len(quick.Problems) != len(want)-4 {
+		t.Errorf("--quick: %d problems, want %d", len(quick.Problems), len(want)-4)
 	}
 
 	rep = v.check(t, Options{Repair: true})
@@ -309,6 +320,9 @@ func TestDamageReportRepair(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(outside, "dir", "secret.txt")); err != nil || string(got) != "not a twincrypt file, do not touch" {
 		t.Errorf("the file outside LOWER changed: %q, %v", got, err)
 	}
+	if got, err := os.ReadFile(v.abs(lBoundary)); err != nil || !content.IsZero(got[len(got)-content.TrailerSize:]) {
+		t.Errorf("boundary.bin's trailer after the repair: % x, %v", got[len(got)-content.TrailerSize:], err)
+	}
 	if fi, err := os.Lstat(v.abs(v.lowerRel(t, "/lost+found/escape"))); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the escaping symlink was not moved as a symlink: %v, %v", fi, err)
 	}
@@ -323,7 +337,7 @@ func TestDamageReportRepair(t *testing.T) {
 		got = append(got, e.Name())
 	}
 	sort.Strings(got)
-	wantLF := []string{"small.txt", "small.txt.1", "magic.bin", "header.bin", "cipher.bin", "torn.bin",
+	wantLF := []string{"small.txt", "small.txt.1", "magic.bin", "header.bin", "cipher.bin", "torn.bin", "tornstale.bin",
 		"garbage.txt", "bad+dir", lA, lB, "link", "escape"}
 	if !sameSet(got, wantLF) {
 		t.Errorf("/lost+found holds %q,\nwant %q", got, wantLF)
@@ -333,6 +347,7 @@ func TestDamageReportRepair(t *testing.T) {
 	readMounted(t, m.path("lost+found/"+lA), []byte("content A"))
 	readMounted(t, m.path("lost+found/"+lB), []byte("content B"))
 	readMounted(t, m.path(longName('L')), []byte("long name, healthy"))
+	readMounted(t, m.path("boundary.bin"), pattern(2*4096, 11))
 	if _, err := os.ReadDir(m.path("emptydir")); err != nil {
 		t.Errorf("emptydir after its new IV: %v", err)
 	}
@@ -348,8 +363,8 @@ func TestDamageReportRepair(t *testing.T) {
 		t.Errorf("after repair: problems\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(unrepairable, "\n"))
 	}
 	// Damaged content in lost+found is quarantined, not a problem.
-	if rep.Quarantined != 8 {
-		t.Errorf("quarantined %d, want 8: %v", rep.Quarantined, problemSet(rep.Problems, true))
+	if rep.Quarantined != 9 {
+		t.Errorf("quarantined %d, want 9: %v", rep.Quarantined, problemSet(rep.Problems, true))
 	}
 }
 

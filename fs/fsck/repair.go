@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
@@ -39,6 +40,8 @@ func (c *checker) repair() {
 			note, err = c.remove(a)
 		case NewDirIV:
 			note, err = c.newDirIV(a)
+		case ZeroTrailer:
+			note, err = c.zeroTrailer(a)
 		}
 		for _, pi := range a.problems {
 			p := &c.rep.Problems[pi]
@@ -86,6 +89,38 @@ func (c *checker) remove(a *action) (string, error) {
 		return "", err
 	}
 	return "deleted", syncDir(int(d.Fd()))
+}
+
+// zeroTrailer stores the tail unit of a file that ends on an extent
+// boundary as the 16 zero bytes of the format, if the file is still the
+// one the check saw, at the same size.
+func (c *checker) zeroTrailer(a *action) (string, error) {
+	d, err := c.openParent(a)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	fd, err := unix.Openat(int(d.Fd()), a.name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), a.name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", err
+	}
+	if uint64(st.Dev) != a.dev || uint64(st.Ino) != a.ino || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != a.size {
+		return "", errChanged
+	}
+	var zero [content.TrailerSize]byte
+	if n, err := unix.Pwrite(fd, zero[:], a.size-content.TrailerSize); err != nil || n != len(zero) {
+		if err == nil {
+			err = fmt.Errorf("short write (%d of %d bytes)", n, len(zero))
+		}
+		return "", err
+	}
+	return "trailer stored as zeros", unix.Fsync(fd)
 }
 
 // newDirIV gives an empty directory a fresh IV, replacing a damaged one.
