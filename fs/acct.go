@@ -53,6 +53,9 @@ func (r *root) begin(op measure.Op, n *node) opRun {
 // the op log records paths.
 func (r *root) beginNamed(op measure.Op, n *node, name string) opRun {
 	var o opRun
+	if r.activity != nil {
+		r.activity.Add(1)
+	}
 	if r.rec != nil {
 		o.sp = r.rec.Start(op, n.StableAttr().Ino)
 		o.a.on = o.sp != nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,10 @@ type Options struct {
 	FSName string
 	// Recorder times every operation (nil: instrumentation off).
 	Recorder *measure.Recorder
+	// Activity, if set, counts the operations the daemon serves (all
+	// but FORGET), whether or not they are timed: a mount that watches
+	// for idleness (twincrypt mount --idle) reads it.
+	Activity *atomic.Uint64
 	// SharedStorage is for a LOWER that is changed by others too while
 	// mounted (a cloud-sync folder, a second mount of the same volume,
 	// like gocryptfs -sharedstorage): the kernel keeps names and
@@ -406,7 +411,7 @@ func newRoot(o Options) (*root, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, fmt.Errorf("lower directory %s: not a directory", lower)
 	}
-	r := &root{dev: uint64(st.Dev), log: o.Log, rec: o.Recorder, xattrCache: !o.SharedStorage && o.Mirror == ""}
+	r := &root{dev: uint64(st.Dev), log: o.Log, rec: o.Recorder, activity: o.Activity, xattrCache: !o.SharedStorage && o.Mirror == ""}
 	if err := r.build(o, lower); err != nil {
 		r.close()
 		return nil, err

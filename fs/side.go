@@ -54,6 +54,8 @@ type root struct {
 	dev  uint64
 	log  zerolog.Logger
 	rec  *measure.Recorder
+	// activity counts the operations begun (Options.Activity), or nil.
+	activity *atomic.Uint64
 	// kernelPassthrough hands open files to the kernel (twin only).
 	kernelPassthrough bool
 	// xattrCache lets nodes remember which well-known xattrs their

@@ -450,6 +450,64 @@ func TestUmountWaitsForDaemon(t *testing.T) {
 	waitDaemonGone(t, mnt)
 }
 
+// TestMountIdle: --idle unmounts once nothing reaches the daemon for the
+// given time, and not while operations keep coming or a file is open.
+func TestMountIdle(t *testing.T) {
+	requireFUSE(t)
+	pf := writePassfile(t, "pw")
+	lower := initVolume(t, pf)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	twincrypt(t, "", "mount", "--idle", "-1s", "--passfile", pf, lower, mnt).expectExit(t, exitUsage, "mount --idle -1s")
+	const idle = 600 * time.Millisecond
+	summary := filepath.Join(tempDir(t), "summary.json")
+	twincrypt(t, "", "mount", "--background", "--quiet", "--idle", idle.String(), "--summary", summary, "--passfile", pf, lower, mnt).expectExit(t, 0, "mount --idle")
+
+	// Operations that reach the daemon (new names: no cache answers
+	// them), every 100 ms for five idle periods.
+	for i := 0; i < 30; i++ {
+		p := filepath.Join(mnt, fmt.Sprintf("busy%d", i))
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatalf("after %d ops: %v", i, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !isMounted(t, mnt) {
+		t.Fatal("unmounted while operations kept coming")
+	}
+
+	// A file held open keeps the mount busy: the kernel refuses the
+	// unmount, however long nothing happens.
+	f, err := os.Open(filepath.Join(mnt, "busy0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * idle)
+	still := isMounted(t, mnt)
+	f.Close()
+	if !still {
+		t.Fatal("unmounted while a file was open")
+	}
+
+	// Closed and left alone: gone within a few idle periods, the daemon
+	// exited cleanly (its summary written), LOWER intact.
+	deadline := time.Now().Add(10 * time.Second)
+	for isMounted(t, mnt) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still mounted %v after the last operation (--idle %v)", 10*time.Second, idle)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitDaemonGone(t, mnt)
+	if b, err := os.ReadFile(summary); err != nil || !json.Valid(b) {
+		t.Errorf("summary after the idle unmount: %v (%d bytes)", err, len(b))
+	}
+	twincrypt(t, "", "mount", "--background", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount again")
+	if got, err := os.ReadFile(filepath.Join(mnt, "busy29")); err != nil || string(got) != "x" {
+		t.Errorf("a file written before the idle unmount: %q, %v", got, err)
+	}
+}
+
 func TestMountBackgroundReadOnly(t *testing.T) {
 	requireFUSE(t)
 	pf := writePassfile(t, "pw")

@@ -74,6 +74,8 @@ func helperMountArgs(args []string) ([]string, error) {
 				out = append(out, "--transport", value)
 			case hasValue && name == "readdir":
 				out = append(out, "--readdir", value)
+			case hasValue && name == "idle":
+				out = append(out, "--idle", value)
 			case !hasValue && name == "ro":
 				ro = true
 			case !hasValue && name == "rw":
@@ -86,7 +88,7 @@ func helperMountArgs(args []string) ([]string, error) {
 				ours = append(ours, name)
 			case helperTolerated(name, hasValue):
 			default:
-				return nil, usageErrorf("unknown mount option %q (twincrypt knows passfile=FILE, allow_other, ro, rw, debug, nonempty, passthrough, shared_storage, transport=dev|uring|auto, readdir=plus|auto|plain, log=FILE, oplog=FILE, noexec, summary=FILE; see 'twincrypt mount --help')", opt)
+				return nil, usageErrorf("unknown mount option %q (twincrypt knows passfile=FILE, allow_other, ro, rw, debug, nonempty, passthrough, shared_storage, transport=dev|uring|auto, readdir=plus|auto|plain, idle=DURATION, log=FILE, oplog=FILE, noexec, summary=FILE; see 'twincrypt mount --help')", opt)
 			}
 		}
 	}

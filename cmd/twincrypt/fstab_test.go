@@ -34,6 +34,8 @@ func TestHelperMountArgs(t *testing.T) {
 		{[]string{"L", "M", "-o", "shared_storage=1"}, nil},
 		{[]string{"L", "M", "-o", "readdir=auto,ro"},
 			[]string{"mount", "--background", "--quiet", "--readdir", "auto", "-o", "ro", "--", "L", "M"}},
+		{[]string{"L", "M", "-o", "idle=30m,ro"},
+			[]string{"mount", "--background", "--quiet", "--idle", "30m", "-o", "ro", "--", "L", "M"}},
 		{[]string{"L", "M", "-o", "bogus"}, nil},
 		{[]string{"L", "M", "-o", "passfile="}, nil},
 		{[]string{"L", "M", "-o", "ro=1"}, nil},

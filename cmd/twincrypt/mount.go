@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +32,7 @@ type mountFlags struct {
 	transport         string
 	readdir           string
 	uringDepth        int
+	idle              time.Duration
 	ro                bool
 	opts              []string
 	background        bool
@@ -141,6 +144,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it), dev (/dev/fuse) or uring (FUSE over io_uring)")
 	fl.StringVar(&f.readdir, "readdir", fs.ReaddirPlus, "how listings reach the kernel: `plus` (entries with attributes), auto (the kernel chooses) or plain (names only)")
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`; default 8, on more than 8 CPUs 64 in all, at least 2)")
+	fl.DurationVar(&f.idle, "idle", 0, "unmount by itself once no operation has reached the daemon for `DURATION` (e.g. 30m) and nothing holds the mount busy; 0: never")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
 	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec (comma separated)")
 	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")
@@ -171,6 +175,9 @@ func planMount(f mountFlags, lowerArg, mntArg string) (*mountPlan, error) {
 	}
 	opts.ro = opts.ro || f.ro
 	opts.debug = opts.debug || f.debug
+	if f.idle < 0 {
+		return nil, usageErrorf("--idle %v: a duration of 0 (never) or more", f.idle)
+	}
 	if f.kernelPassthrough && !f.passthrough {
 		return nil, usageErrorf("--kernel-passthrough needs --passthrough: the encrypted mount must see every READ and WRITE")
 	}
@@ -317,10 +324,15 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	if err != nil {
 		return err
 	}
+	var activity *atomic.Uint64
+	if f.idle > 0 {
+		activity = new(atomic.Uint64)
+	}
 	var srv *fuse.Server
 	err = withFusermount(func() (err error) {
 		srv, err = fs.Mount(plan.mnt, fs.Options{
 			Recorder:          in.rec,
+			Activity:          activity,
 			Mirror:            plan.instr.mirror,
 			Lower:             plan.lower,
 			Config:            plan.cfg,
@@ -353,7 +365,14 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	if !f.quiet || f.logFile != "" {
 		fmt.Fprintf(logOut, "twincrypt: %s: transport %s\n", plan.mnt, in.transport)
 	}
+	var stopIdle func()
+	if activity != nil {
+		stopIdle = watchIdle(plan.mnt, f.idle, activity, log)
+	}
 	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
+	if stopIdle != nil {
+		stopIdle()
+	}
 	// The summary goes where the log goes: stderr in the foreground, the
 	// --log file (or nowhere) in the background.
 	return in.stop(logOut, f.quiet)
@@ -408,6 +427,49 @@ func unmountServer(srv *fuse.Server, mnt string, log zerolog.Logger) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	log.Error().Msgf("%v; still mounted, signal again to retry", err)
+}
+
+// watchIdle unmounts mnt once no operation has reached the daemon (ops
+// unchanged) for idle, as gocryptfs -idle does. The unmount is a plain
+// umount(2), which the kernel refuses while a file on the mount is open
+// (or mapped) or a process has its working directory there: then the
+// mount stays and the watch starts over. What the kernel serves from its
+// caches (a stat of a cached name, a read of cached pages through an
+// open file, which holds the mount busy anyway) never reaches the daemon
+// and does not count. It returns a function that stops the watch.
+func watchIdle(mnt string, idle time.Duration, ops *atomic.Uint64, log zerolog.Logger) (stop func()) {
+	tick := min(max(idle/10, 50*time.Millisecond), time.Minute)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		last, quietSince := ops.Load(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				if n := ops.Load(); n != last {
+					last, quietSince = n, now
+					continue
+				}
+				if now.Sub(quietSince) < idle {
+					continue
+				}
+				if err := unmountOnly(mnt, false); err != nil {
+					log.Debug().Msgf("idle for %v, not unmounted: %v", idle, err)
+					quietSince = now
+					continue
+				}
+				log.Info().Msgf("unmounted %s: idle for %v", mnt, idle)
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 // openLog returns where log output goes: path (appended, 0600) when given,

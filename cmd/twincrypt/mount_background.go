@@ -54,6 +54,9 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.uringDepth != 0 {
 		args = append(args, "--uring-depth", strconv.Itoa(f.uringDepth))
 	}
+	if f.idle > 0 {
+		args = append(args, "--idle", f.idle.String())
+	}
 	if o := plan.opts.String(); o != "" {
 		args = append(args, "-o", o)
 	}
