@@ -439,6 +439,7 @@ func (r *root) build(o Options, lower string) error {
 			syscall.Close(rootFd)
 			return err
 		}
+		t.lowerXattrs = lowerOwnedXattrs(rootFd)
 		r.main = &side{lower: lower, rootFd: rootFd, t: t}
 		if err := ensureRootDirIV(r.main, t, o.ReadOnly); err != nil {
 			return err

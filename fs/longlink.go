@@ -1,12 +1,15 @@
 package fs
 
 import (
+	"encoding/hex"
+	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/links"
+	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
 // Long links. A symlink target too long to be sealed into the lower
@@ -153,4 +156,56 @@ func (s *side) releaseLink(a *acct, h linkHold, removed bool) {
 	}
 	s.linkSizes.m.Delete(h.key)
 	s.t.dropLink(a, s.rootLoc(), h.marker)
+}
+
+// linkLimit bounds the longest symlink target the lower filesystem takes:
+// every length up to ok is taken, none from tooLong on (0: none known).
+type linkLimit struct {
+	mu          sync.Mutex
+	ok, tooLong int
+}
+
+// linkFits reports whether the lower filesystem would take a symlink
+// target of n bytes natively, so that a long link (whose lower symlink is
+// a short marker) is made only for a target a native directory there
+// would hold: XFS takes at most 1023 bytes, ext4, btrfs and tmpfs 4095.
+// The first time a length is in doubt a symlink of n bytes is made and
+// removed again in the long-link store, under a temporary name (fsck
+// deletes one a crash leaves). When the probe cannot tell (a read-only or
+// full filesystem), the answer is yes, and the symlink itself fails.
+func (s *side) linkFits(a *acct, n int) bool {
+	l := &s.linkLimit
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n <= l.ok {
+		return true
+	}
+	if l.tooLong > 0 && n >= l.tooLong {
+		return false
+	}
+	t0 := a.now()
+	defer a.lowerSince(t0)
+	root := s.rootLoc()
+	if err := unix.Mkdirat(root.fd, root.file(links.StoreDir), 0700); err != nil && err != unix.EEXIST {
+		return true
+	}
+	store, err := openBeneath(root.fd, root.file(links.StoreDir), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return true
+	}
+	defer syscall.Close(store)
+	var rnd [8]byte
+	randRead(rnd[:])
+	name := names.TmpPrefix + hex.EncodeToString(rnd[:])
+	err = unix.Symlinkat(strings.Repeat("x", n), store, name)
+	switch {
+	case err == nil:
+		unix.Unlinkat(store, name, 0)
+		l.ok = n
+		return true
+	case err == unix.ENAMETOOLONG:
+		l.tooLong = n
+		return false
+	}
+	return true
 }

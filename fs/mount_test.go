@@ -112,7 +112,14 @@ func (b *syncBuffer) String() string {
 // newVolume creates a lower directory for v (a config for crypt variants).
 func newVolume(t testing.TB, v variant) *testMount {
 	t.Helper()
-	tm := &testMount{lower: filepath.Join(t.TempDir(), "lower"), mnt: filepath.Join(t.TempDir(), "mnt"), log: &syncBuffer{}}
+	return newVolumeIn(t, v, t.TempDir())
+}
+
+// newVolumeIn is newVolume with LOWER in the directory base (a lower
+// filesystem of the test's choice); the mount point is a temporary one.
+func newVolumeIn(t testing.TB, v variant, base string) *testMount {
+	t.Helper()
+	tm := &testMount{lower: filepath.Join(base, "lower"), mnt: filepath.Join(t.TempDir(), "mnt"), log: &syncBuffer{}}
 	for _, d := range []string{tm.lower, tm.mnt} {
 		if err := os.Mkdir(d, 0755); err != nil {
 			t.Fatal(err)

@@ -35,6 +35,9 @@ type side struct {
 	// linkSizes caches the markers of long links, which hold their
 	// plaintext target length (see longlink.go).
 	linkSizes linkSizeCache
+	// linkLimit is what is known of the longest symlink target the
+	// lower filesystem takes (see linkFits).
+	linkLimit linkLimit
 	// rootDev and rootIno identify the lower root, whose link count
 	// must not count the transform's hidden directories (fillAttr).
 	rootDev, rootIno uint64

@@ -56,8 +56,12 @@ type transform interface {
 	// is kept (a long link, cipher/links): encodeLink stores it there
 	// before the symlink is made, dropLink removes it once the last
 	// name of the symlink with the lower target lower is gone (or its
-	// creation failed).
-	encodeLink(a *acct, root dirLoc, target string) (string, syscall.Errno)
+	// creation failed). long asks for the long form even where the
+	// target would fit inline (the lower filesystem refused the inline
+	// one); fits(n) says whether the lower filesystem takes a target of
+	// n bytes natively, and is asked before a long link is made: a
+	// target it would refuse gets ENAMETOOLONG, as natively.
+	encodeLink(a *acct, root dirLoc, target string, long bool, fits func(n int) bool) (string, syscall.Errno)
 	decodeLink(a *acct, root dirLoc, lower []byte) ([]byte, syscall.Errno)
 	dropLink(a *acct, root dirLoc, lower string)
 

@@ -30,6 +30,10 @@ type cryptTransform struct {
 	log    zerolog.Logger
 	// pending: IVs and sidecars not yet durable (pending_names.go).
 	pending pendingNames
+	// lowerXattrs are the names under which the lower filesystem keeps
+	// its own data in a namespace we seal (lowerOwnedXattrs): passed
+	// through as they are.
+	lowerXattrs map[string]bool
 }
 
 var _ transform = (*cryptTransform)(nil)
@@ -284,18 +288,20 @@ func (t *cryptTransform) syncMeta(dirFd int) syscall.Errno {
 // into the lower symlink; a target too long for that is a long link: the
 // lower symlink holds a marker and the sealed target is kept in a sidecar
 // below the lower root (cipher/links).
-func (t *cryptTransform) encodeLink(a *acct, root dirLoc, target string) (string, syscall.Errno) {
-	t0 := a.now()
-	lower, ok := links.Seal(t.seal, []byte(target))
-	a.cryptoSince(t0)
-	if ok {
-		return lower, 0
+func (t *cryptTransform) encodeLink(a *acct, root dirLoc, target string, long bool, fits func(n int) bool) (string, syscall.Errno) {
+	if !long {
+		t0 := a.now()
+		lower, ok := links.Seal(t.seal, []byte(target))
+		a.cryptoSince(t0)
+		if ok {
+			return lower, 0
+		}
 	}
-	if len(target) > links.MaxTarget {
+	if len(target) > links.MaxTarget || fits != nil && !fits(len(target)) {
 		return "", syscall.ENAMETOOLONG
 	}
 	marker := links.NewMarker(len(target))
-	t0 = a.now()
+	t0 := a.now()
 	sealed := links.SealLong(t.seal, marker, []byte(target))
 	a.cryptoSince(t0)
 	defer a.lowerSince(a.now())
@@ -380,8 +386,29 @@ func xattrSealed(attr string) bool {
 	return strings.HasPrefix(attr, "user.") || strings.HasPrefix(attr, "trusted.")
 }
 
+// sealed says whether the value of attr is sealed on this mount.
+func (t *cryptTransform) sealed(attr string) bool {
+	return xattrSealed(attr) && !t.lowerXattrs[attr]
+}
+
+// lowerOwnedXattrs returns the xattr names in a namespace we seal that the
+// filesystem of the open directory fd uses for its own data. XFS keeps
+// POSIX ACLs as trusted.SGI_ACL_FILE and trusted.SGI_ACL_DEFAULT, which
+// root sees in listxattr next to system.posix_acl_*: sealing them would
+// make them unreadable (EIO) through the mount and let a write through
+// them garble the ACL, where a native directory shows the ACL's bytes.
+// Like system.* and security.*, they are permissions, in the clear in
+// LOWER anyway.
+func lowerOwnedXattrs(fd int) map[string]bool {
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) == nil && st.Type == unix.XFS_SUPER_MAGIC {
+		return map[string]bool{"trusted.SGI_ACL_FILE": true, "trusted.SGI_ACL_DEFAULT": true}
+	}
+	return nil
+}
+
 func (t *cryptTransform) encodeXattr(a *acct, attr string, value []byte) ([]byte, syscall.Errno) {
-	if !xattrSealed(attr) {
+	if !t.sealed(attr) {
 		return value, 0
 	}
 	defer a.cryptoSince(a.now())
@@ -389,7 +416,7 @@ func (t *cryptTransform) encodeXattr(a *acct, attr string, value []byte) ([]byte
 }
 
 func (t *cryptTransform) decodeXattr(a *acct, attr string, lower []byte) ([]byte, syscall.Errno) {
-	if !xattrSealed(attr) {
+	if !t.sealed(attr) {
 		return lower, 0
 	}
 	defer a.cryptoSince(a.now())

@@ -38,7 +38,7 @@ func (nullTransform) plainName(_ *acct, _ *node, _ dirLoc, lower string) (string
 	return lower, true
 }
 
-func (nullTransform) encodeLink(_ *acct, _ dirLoc, target string) (string, syscall.Errno) {
+func (nullTransform) encodeLink(_ *acct, _ dirLoc, target string, _ bool, _ func(int) bool) (string, syscall.Errno) {
 	return target, 0
 }
 func (nullTransform) decodeLink(_ *acct, _ dirLoc, lower []byte) ([]byte, syscall.Errno) {

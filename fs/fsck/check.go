@@ -437,9 +437,16 @@ func (c *checker) checkLinkStore() {
 		p := Problem{Kind: LinkSidecarOrphaned, Lower: links.StoreDir + "/" + name,
 			Detail: "long-symlink sidecar that no symlink names (an interrupted symlink or unlink)"}
 		var a *action
-		if links.IsID(name) && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size <= links.MaxSidecar {
+		typ := st.Mode & unix.S_IFMT
+		switch {
+		case links.IsID(name) && typ == unix.S_IFREG && st.Size <= links.MaxSidecar:
 			a = &action{kind: Delete, dir: links.StoreDir, name: name, dev: uint64(st.Dev), ino: uint64(st.Ino)}
-		} else {
+		case names.IsTmp(name) && (typ == unix.S_IFREG || typ == unix.S_IFLNK):
+			// A sidecar being written, or the symlink that measures
+			// the longest target LOWER takes, left by a crash.
+			p.Detail = "temporary file of an interrupted long-symlink write"
+			a = &action{kind: Delete, dir: links.StoreDir, name: name, dev: uint64(st.Dev), ino: uint64(st.Ino)}
+		default:
 			// Not something the mount wrote: a plaintext-names volume
 			// may have had a directory of this name before long links.
 			p.Note = "not a long-link sidecar (name, type or size): not deleted"
