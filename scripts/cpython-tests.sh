@@ -10,9 +10,10 @@
 #
 # Needs root, mkfs.ext4, a loop device and a Python with its test package
 # (Debian: apt-get install libpython3.11-testsuite). About 6 minutes on two
-# cores.
+# cores. FSTYPE=xfs or btrfs puts that filesystem in the image instead of
+# ext4 (mkfs.xfs, mkfs.btrfs).
 #
-# Usage: [PYTHON=python3] [TESTS='test_os ...'] [MOUNTFLAGS='--transport dev ...'] scripts/cpython-tests.sh [OUTDIR]
+# Usage: [PYTHON=python3] [TESTS='test_os ...'] [MOUNTFLAGS='--transport dev ...'] [FSTYPE=ext4|xfs|btrfs] scripts/cpython-tests.sh [OUTDIR]
 # Prints per target the failures and every test case whose outcome
 # differs from native's, marking those README.md explains ("What differs
 # from a native directory"); exits 1 if any other differs.
@@ -48,8 +49,14 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$BIN" ./cmd/twincrypt
+FSTYPE=${FSTYPE:-ext4}
 truncate -s 4G "$W/ext4.img"
-mkfs.ext4 -q -F "$W/ext4.img"
+case $FSTYPE in
+ext4) mkfs.ext4 -q -F "$W/ext4.img" ;;
+xfs | btrfs) "mkfs.$FSTYPE" -q -f "$W/ext4.img" ;;
+*) echo "FSTYPE=$FSTYPE: ext4, xfs or btrfs" >&2; exit 2 ;;
+esac
+echo "lower filesystem: $FSTYPE"
 mkdir "$W/ext4"
 mount -o loop "$W/ext4.img" "$W/ext4" # the loop device goes with the unmount
 printf 'cpython\n' >"$W/pass"
