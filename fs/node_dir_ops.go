@@ -202,7 +202,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	o := n.r().beginNamed(measure.OpSymlink, n, name)
 	defer func() { o.end(errno) }()
 	ch, _, errno = n.create(ctx, &o, name, out, func(s *side, a *acct, e entry) error {
-		fits := func(n int) bool { return s.linkFits(a, n) }
+		fits := func(size int) bool { return s.linkFits(a, size) }
 		cTarget, errno := s.t.encodeLink(a, s.rootLoc(), target, false, fits)
 		if errno != 0 {
 			return errno
