@@ -190,7 +190,16 @@ func diffDeepChain(dir string, levels int, seed int64, dots bool) string {
 	step("fchmodat", unix.Fchmodat(fd, "g", 0604, 0))
 	step("mkdirat", unix.Mkdirat(fd, "sub", 0700))
 	step("rmdir", unix.Unlinkat(fd, "sub", unix.AT_REMOVEDIR))
-	l, errno := listingFd(fd, dots)
+	// Listed through a descriptor opened now: btrfs lists through an
+	// older one only the entries there at its open (README, "What
+	// differs"), which is not what this step is about.
+	lfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Fprintf(&b, "listing open errno %d", errnoOf(err))
+		return b.String()
+	}
+	defer unix.Close(lfd)
+	l, errno := listingFd(lfd, dots)
 	fmt.Fprintf(&b, "listing errno %d: %s", errno, strings.ReplaceAll(string(l), "\n", ", "))
 	return b.String()
 }
