@@ -57,6 +57,19 @@ func loopFS(t *testing.T, fstype string) string {
 	return root
 }
 
+// mountBeside mounts a fresh volume of kind v with LOWER in base/v.name
+// and returns it with a native directory next to it on the same
+// filesystem, the reference.
+func mountBeside(t *testing.T, v variant, base string) (native string, tm *testMount) {
+	t.Helper()
+	vdir := filepath.Join(base, v.name)
+	native = filepath.Join(vdir, "native")
+	must(t, os.MkdirAll(native, 0o755))
+	tm = newVolumeIn(t, v, vdir)
+	tm.mount(t)
+	return native, tm
+}
+
 // TestXFSLower runs what differs on an XFS lower filesystem against a
 // native directory on the same XFS, on every variant:
 //   - XFS takes symlink targets of at most 1023 bytes, where ext4, btrfs
@@ -76,11 +89,7 @@ func TestXFSLower(t *testing.T) {
 	lens := []int{1, 700, 740, 741, 760, 1000, 1022, 1023, 1024, 2000, 3043, 3044, 4095}
 	for _, v := range linkVariants {
 		t.Run(v.name, func(t *testing.T) {
-			vdir := filepath.Join(base, v.name)
-			native := filepath.Join(vdir, "native")
-			must(t, os.MkdirAll(native, 0o755))
-			tm := newVolumeIn(t, v, vdir)
-			tm.mount(t)
+			native, tm := mountBeside(t, v, base)
 			made := map[int]bool{}
 			for _, n := range lens {
 				rel := fmt.Sprintf("l%d", n)
@@ -179,11 +188,7 @@ func TestBtrfsLower(t *testing.T) {
 	base := loopFS(t, "btrfs")
 	for _, v := range linkVariants {
 		t.Run(v.name, func(t *testing.T) {
-			vdir := filepath.Join(base, v.name)
-			native := filepath.Join(vdir, "native")
-			must(t, os.MkdirAll(native, 0o755))
-			tm := newVolumeIn(t, v, vdir)
-			tm.mount(t)
+			native, tm := mountBeside(t, v, base)
 			list := func(fd int) string {
 				l, errno := listingFd(fd, true)
 				return fmt.Sprintf("%s errno %d", strings.ReplaceAll(string(l), "\n", ", "), errno)
