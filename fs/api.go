@@ -67,6 +67,15 @@ type Options struct {
 	// CacheTimeout, which is correct because every change goes through
 	// this daemon and the kernel updates or drops what each one touches.
 	SharedStorage bool
+	// NoXattr turns extended attributes off, as gocryptfs -noxattr does:
+	// the daemon answers the first GETXATTR, LISTXATTR, SETXATTR and
+	// REMOVEXATTR with ENOSYS, after which the kernel fails them all
+	// with EOPNOTSUPP without asking (securefs's behaviour on Linux).
+	// ls -l then makes no round trip per entry for the SELinux label
+	// and the ACL. POSIX ACLs, file capabilities and security labels
+	// are then neither shown nor enforced: the kernel checks the mode
+	// bits alone, and applies the umask itself.
+	NoXattr bool
 	// Mirror, if set, is a plain directory to which every operation on
 	// the mount is applied as well, through the null transform, timed
 	// separately and paired with the mount's timing (mirror mode). It puts
@@ -248,8 +257,14 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// POSIX ACLs, stored as the lower files' own ACLs, are enforced by
 	// the kernel (which caches them per inode); it leaves the umask to
 	// us (DONT_MASK), because a default ACL overrides it (see umask.go).
-	opts.MountOptions.EnableAcl = true
-	opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
+	// With NoXattr (go-fuse's DisableXAttrs: ENOSYS) there are no ACLs,
+	// and the kernel applies the umask.
+	if o.NoXattr {
+		opts.MountOptions.DisableXAttrs = true
+	} else {
+		opts.MountOptions.EnableAcl = true
+		opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
+	}
 	switch o.Readdir {
 	case ReaddirAuto:
 		// The kernel asks READDIRPLUS for the first reply of a listing

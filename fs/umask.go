@@ -60,8 +60,9 @@ func (u *umaskRaw) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, 
 	return u.RawFileSystem.Mknod(cancel, in, name, out)
 }
 
-// umaskOf returns the umask of the request ctx belongs to; 0 when the
-// kernel applied it already (no FUSE_DONT_MASK) or ctx is no request's.
+// umaskOf returns the umask of the request ctx belongs to; 0 when ctx is
+// no request's. Without FUSE_DONT_MASK (Options.NoXattr) the kernel has
+// applied it to the mode already, and applying it again changes nothing.
 func umaskOf(ctx context.Context) uint32 {
 	c, ok := ctx.(*fuse.Context)
 	if !ok {

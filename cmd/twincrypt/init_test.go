@@ -148,6 +148,17 @@ func TestChildArgsCarrySharedStorage(t *testing.T) {
 	}
 }
 
+// The background process mounts with --noxattr when asked to.
+func TestChildArgsCarryNoXattr(t *testing.T) {
+	plan := &mountPlan{lower: "/l", mnt: "/m"}
+	for _, off := range []bool{false, true} {
+		got := strings.Join(childArgs(mountFlags{noXattr: off}, plan), " ")
+		if has := strings.Contains(got, " --noxattr "); has != off {
+			t.Errorf("noXattr %v: childArgs = %q", off, got)
+		}
+	}
+}
+
 // The background process mounts with the --readdir mode asked for.
 func TestChildArgsCarryReaddir(t *testing.T) {
 	plan := &mountPlan{lower: "/l", mnt: "/m"}

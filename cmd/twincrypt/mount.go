@@ -29,6 +29,7 @@ type mountFlags struct {
 	passthrough       bool
 	kernelPassthrough bool
 	sharedStorage     bool
+	noXattr           bool
 	transport         string
 	readdir           string
 	uringDepth        int
@@ -80,6 +81,16 @@ changes made behind the mount show within a second, at the cost of more
 lookups. Without it the kernel keeps them for 30 s: right and faster when
 every change goes through this mount.
 
+--noxattr turns extended attributes off, as gocryptfs's -noxattr: every
+getxattr, listxattr, setxattr and removexattr on the mount fails with
+EOPNOTSUPP, and after the first the kernel stops asking the daemon (securefs
+has no xattrs on Linux either). ls -l of a tree then makes two round trips
+fewer per entry (the SELinux label and the ACL). POSIX ACLs, file capabilities
+and security labels are then neither shown nor enforced: access is checked
+against the mode bits alone. Do not use it on a volume whose files carry
+ACLs, whose group bits may then let the owning group in further than the ACL
+did.
+
 --transport picks how the kernel's requests reach the daemon: auto (the
 default) is FUSE over io_uring where the kernel has it (Linux 6.14+, one queue
 of --uring-depth entries per CPU; as root twincrypt switches the fuse module's
@@ -108,7 +119,7 @@ Mount options (-o, comma separated, may repeat):
 mount(8) and /etc/fstab reach twincrypt through fuse3's mount.fuse3 as
 'twincrypt LOWER MNT -o OPTIONS' (type fuse.twincrypt), which is this
 command with --background --quiet; -o there also takes passfile=FILE,
-log=FILE, oplog=FILE, summary=FILE, passthrough, shared_storage, transport=,
+log=FILE, oplog=FILE, summary=FILE, passthrough, shared_storage, noxattr, transport=,
 readdir= and rw, and accepts fstab's
 own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
 README and docs/systemd/.
@@ -141,6 +152,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
+	fl.BoolVar(&f.noXattr, "noxattr", false, "no extended attributes: every xattr call fails with EOPNOTSUPP, no ACLs (ls -l asks the daemon nothing per entry)")
 	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it), dev (/dev/fuse) or uring (FUSE over io_uring)")
 	fl.StringVar(&f.readdir, "readdir", fs.ReaddirPlus, "how listings reach the kernel: `plus` (entries with attributes), auto (the kernel chooses) or plain (names only)")
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`; default 8, on more than 8 CPUs 64 in all, at least 2)")
@@ -342,6 +354,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			NoExec:            plan.opts.noexec,
 			KernelPassthrough: f.kernelPassthrough,
 			SharedStorage:     f.sharedStorage,
+			NoXattr:           f.noXattr,
 			Transport:         f.transport,
 			Readdir:           f.readdir,
 			UringDepth:        f.uringDepth,

@@ -45,6 +45,9 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.sharedStorage {
 		args = append(args, "--shared-storage")
 	}
+	if f.noXattr {
+		args = append(args, "--noxattr")
+	}
 	if f.transport != "" && f.transport != fs.DaemonTransport {
 		args = append(args, "--transport", f.transport)
 	}

@@ -26,6 +26,8 @@ type twincrypt struct {
 	transport string
 	// readdir is mount --readdir ("" for the default, plus).
 	readdir string
+	// noxattr is mount --noxattr.
+	noxattr bool
 	// format is init --format-version (0 for the default).
 	format   int
 	lower    string
@@ -61,6 +63,13 @@ func NewReaddir(o TargetOptions, cipher, mode string) Target {
 	return &twincrypt{exe: o.Exe, cipher: cipher, readdir: mode}
 }
 
+// NewNoXattr returns the twin (cipher "") or an encrypted volume mounted
+// with --noxattr: "crypt-xts-noxattr", without the GETXATTR round trips of
+// ls -l (the SELinux label and the ACL of every entry), as securefs.
+func NewNoXattr(o TargetOptions, cipher string) Target {
+	return &twincrypt{exe: o.Exe, cipher: cipher, noxattr: true}
+}
+
 // NewFormat returns an encrypted volume made with init --format-version
 // format: "crypt-cbc-v1", aes-cbc of the first format (one CBC chain per
 // 4096-byte extent) to set beside crypt-cbc (512-byte CBC sectors).
@@ -78,6 +87,9 @@ func (t *twincrypt) Name() string {
 	}
 	if t.readdir != "" {
 		suffix += "-rd" + t.readdir
+	}
+	if t.noxattr {
+		suffix += "-noxattr"
 	}
 	switch t.cipher {
 	case "":
@@ -140,6 +152,9 @@ func (t *twincrypt) Mount(ctx context.Context) (string, error) {
 	}
 	if t.readdir != "" {
 		args = append(args, "--readdir", t.readdir)
+	}
+	if t.noxattr {
+		args = append(args, "--noxattr")
 	}
 	out, err := run(ctx, nil, "", t.exe, append(args, t.lower, t.mnt)...)
 	if err != nil {
