@@ -62,6 +62,7 @@ dm-crypt would encrypt it, so the image stays a valid dm-crypt volume.
 
 type blockdevOpenFlags struct {
 	passfile   string
+	extpass    []string
 	plain      bool
 	plainOpts  luks.PlainOptions
 	ro         bool
@@ -90,7 +91,7 @@ The volume behaves like a block device: its size is fixed, so truncating it
 ENOSPC. Copy an image into it with 'dd ... conv=notrunc'.
 
 The passphrase is read as for 'mount': from --passfile, else from the
-terminal without echo, else as one line from stdin. A wrong passphrase
+--extpass program's output, else from the terminal without echo, else as one line from stdin. A wrong passphrase
 prints one line and exits with code 12. Plain mode cannot tell a wrong
 passphrase from a right one, like 'cryptsetup open --type plain'.
 
@@ -118,6 +119,7 @@ By default open stays in the foreground and unmounts on Ctrl-C or SIGTERM;
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
+	extpassFlag(fl, &f.extpass)
 	fl.BoolVar(&f.plain, "plain", false, "plain dm-crypt volume (no header), as cryptsetup --type plain")
 	fl.StringVar(&f.plainOpts.Cipher, "cipher", "aes-cbc-essiv:sha256", "plain: dm-crypt cipher specification")
 	fl.IntVar(&f.plainOpts.KeyBytes, "key-bytes", 32, "plain: key size in bytes")
@@ -237,7 +239,7 @@ func runBlockdevOpen(cmd *cobra.Command, f blockdevOpenFlags, imageArg, mntArg s
 	if err != nil {
 		return err
 	}
-	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
 	pass, err := src.read(false)
 	if err != nil {
 		return err
@@ -564,6 +566,7 @@ type blockdevFormatFlags struct {
 	size       string
 	opts       luks.FormatOptions
 	passfile   string
+	extpass    []string
 	force      bool
 	quiet      bool
 	kdfTime    uint32
@@ -585,8 +588,8 @@ runs to the end of the image. IMAGE is created, or extended (sparse) to
 An IMAGE whose first MiB holds anything but zeros (a LUKS header, a
 filesystem) is refused unless --force: formatting destroys its data.
 
-The passphrase is read from --passfile, else from the terminal (asked
-twice), else as one line from stdin. The key-derivation cost flags work as
+The passphrase is read from --passfile, else from the --extpass program's
+output, else from the terminal (asked twice), else as one line from stdin. The key-derivation cost flags work as
 for 'init': --kdf argon2id (default), argon2i or pbkdf2.`,
 		Example: `  twincrypt blockdev format --size 256M disk.img
   twincrypt blockdev format --size 1G --sector-size 4096 --cipher aes-cbc-essiv:sha256 --key-bytes 32 disk.img`,
@@ -608,6 +611,7 @@ for 'init': --kdf argon2id (default), argon2i or pbkdf2.`,
 	fl.IntVar(&f.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations")
 	fl.StringVar(&f.opts.Label, "label", "", "LUKS2 label")
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
+	extpassFlag(fl, &f.extpass)
 	fl.BoolVar(&f.force, "force", false, "overwrite an IMAGE that already holds data")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
 	return cmd
@@ -668,7 +672,7 @@ func runBlockdevFormat(cmd *cobra.Command, f blockdevFormatFlags, imageArg strin
 		return usageErrorf("IMAGE %s does not exist: give --size", image)
 	}
 
-	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
 	pass, err := src.read(true)
 	if err != nil {
 		return err

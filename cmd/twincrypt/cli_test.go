@@ -735,3 +735,44 @@ func TestUmountBusyAndLazy(t *testing.T) {
 	f.Close()
 	waitDaemonGone(t, mnt)
 }
+
+// TestExtpass: a volume made and mounted with --extpass (the passphrase
+// printed by a program) works; a program printing the wrong passphrase
+// gives the wrong-passphrase exit code and mounts nothing, and one that
+// fails mounts nothing either.
+func TestExtpass(t *testing.T) {
+	requireFUSE(t)
+	dir := tempDir(t)
+	lower := filepath.Join(dir, "lower")
+	if err := os.Mkdir(lower, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"init", "--quiet", "--extpass", "echo from a program"}, cheapKDF...)
+	twincrypt(t, "", append(args, lower)...).expectExit(t, 0, "init --extpass")
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+
+	r := twincrypt(t, "", "mount", "--background", "--extpass", "echo from a wrong program", lower, mnt)
+	r.expectExit(t, exitWrongPassphrase, "mount --extpass with a wrong passphrase")
+	r = twincrypt(t, "", "mount", "--background", "--extpass", "sh", "--extpass", "-c", "--extpass", "exit 7", lower, mnt)
+	r.expectExit(t, exitError, "mount --extpass of a failing program")
+	if !strings.Contains(r.stderr, "exit status 7") {
+		t.Errorf("stderr does not say why: %q", r.stderr)
+	}
+	if isMounted(t, mnt) {
+		t.Fatalf("%s is mounted after a failed --extpass", mnt)
+	}
+	// The passfile's passphrase is the program's: the same volume opens
+	// with either.
+	pf := writePassfile(t, "from a program")
+	twincrypt(t, "", "mount", "--background", "--quiet", "--extpass", "echo from a program", lower, mnt).expectExit(t, 0, "mount --extpass")
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+	waitDaemonGone(t, mnt)
+	twincrypt(t, "", "mount", "--background", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount --passfile")
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "x" {
+		t.Errorf("read back %q, %v", got, err)
+	}
+}

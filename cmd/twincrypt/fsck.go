@@ -23,6 +23,7 @@ var (
 
 type fsckFlags struct {
 	passfile string
+	extpass  []string
 	repair   bool
 	quick    bool
 	asJSON   bool
@@ -46,8 +47,8 @@ XTS and CBC do not authenticate file content: a modified extent decrypts to
 garbage that no check can detect. fsck finds what the format makes
 detectable.
 
-The passphrase is read as for mount: --passfile, else the terminal, else
-one line from stdin. fsck never follows a symlink in LOWER.
+The passphrase is read as for mount: --passfile, else the --extpass
+program's output, else the terminal, else one line from stdin. fsck never follows a symlink in LOWER.
 
 --repair moves entries that the mount hides or cannot read into
 /lost+found of the mounted view (created on first use), keeping their lower
@@ -73,6 +74,7 @@ passphrase.`,
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
+	extpassFlag(fl, &f.extpass)
 	fl.BoolVar(&f.repair, "repair", false, "move unreadable entries to /lost+found, delete orphaned sidecars")
 	fl.BoolVar(&f.quick, "quick", false, "do not read file extents (sizes, headers, names, links and xattrs only)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -92,7 +94,7 @@ func runFsck(cmd *cobra.Command, f fsckFlags, lowerArg string) error {
 	if f.repair && mnt != "" {
 		return fmt.Errorf("fsck --repair: %s is mounted at %s; unmount it first", lower, mnt)
 	}
-	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
 	pass, err := src.read(false)
 	if err != nil {
 		return err

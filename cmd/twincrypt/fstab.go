@@ -72,6 +72,11 @@ func helperMountArgs(args []string) ([]string, error) {
 				out = append(out, "--shared-storage")
 			case !hasValue && name == "noxattr":
 				out = append(out, "--noxattr")
+			case hasValue && name == "extpass":
+				if value == "" {
+					return nil, usageErrorf("mount option extpass= needs a program")
+				}
+				out = append(out, "--extpass", value)
 			case hasValue && name == "transport":
 				out = append(out, "--transport", value)
 			case hasValue && name == "readdir":
@@ -90,7 +95,7 @@ func helperMountArgs(args []string) ([]string, error) {
 				ours = append(ours, name)
 			case helperTolerated(name, hasValue):
 			default:
-				return nil, usageErrorf("unknown mount option %q (twincrypt knows passfile=FILE, allow_other, ro, rw, debug, nonempty, passthrough, shared_storage, noxattr, transport=dev|uring|auto, readdir=plus|auto|plain, idle=DURATION, log=FILE, oplog=FILE, noexec, summary=FILE; see 'twincrypt mount --help')", opt)
+				return nil, usageErrorf("unknown mount option %q (twincrypt knows passfile=FILE, extpass=PROGRAM, allow_other, ro, rw, debug, nonempty, passthrough, shared_storage, noxattr, transport=dev|uring|auto, readdir=plus|auto|plain, idle=DURATION, log=FILE, oplog=FILE, noexec, summary=FILE; see 'twincrypt mount --help')", opt)
 			}
 		}
 	}

@@ -28,6 +28,7 @@ type initFlags struct {
 	plaintextNames bool
 	formatVersion  int
 	passfile       string
+	extpass        []string
 	quiet          bool
 	// mk and force are for recovery: a new config for an existing volume.
 	mk    masterKeyFlags
@@ -44,7 +45,8 @@ does not exist is created (mode 0700).
 
 init generates a random master key, wraps it with a key derived from your
 passphrase and writes it to LOWER/` + config.FileName + ` (mode 0600). The
-passphrase is read from --passfile, else from the terminal without echo
+passphrase is read from --passfile, else from the first line the program of
+--extpass prints, else from the terminal without echo
 (asked twice), else as one line from stdin when stdin is not a terminal.
 
 The master key is printed once. If the config file is ever damaged or the
@@ -107,6 +109,7 @@ key is never taken from the command line, where other users can read it.`,
 	fl.BoolVar(&f.plaintextNames, "plaintext-names", false, "do not encrypt file names")
 	fl.IntVar(&f.formatVersion, "format-version", 0, "config format version: 1 or 2 (0 = the lowest that describes the volume: 2 for aes-cbc, 1 for aes-xts)")
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
+	extpassFlag(fl, &f.extpass)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success (not even the master key)")
 	f.mk.register(fl)
 	fl.BoolVar(&f.force, "force", false, "recovery: write the config even if nothing in LOWER can confirm the master key")
@@ -122,7 +125,7 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 	if err != nil {
 		return err
 	}
-	if err := f.mk.check(""); err != nil {
+	if err := f.mk.check(false); err != nil {
 		return err
 	}
 	if f.formatVersion != 0 && (f.formatVersion < config.MinVersion || f.formatVersion > config.Version) {
@@ -148,7 +151,7 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 		}
 	}
 
-	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
 	pass, err := src.read(true)
 	if err != nil {
 		return err

@@ -50,8 +50,8 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 		return fmt.Errorf("init %s: %w; check that LOWER is the volume, or add --force to write the config anyway", lower, err)
 	}
 
-	src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
-	if f.passfile == "" {
+	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: stderr}
+	if !src.given() {
 		fmt.Fprintf(stderr, "New passphrase for %s\n", lower)
 	}
 	pass, err := src.read(true)

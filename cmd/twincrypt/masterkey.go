@@ -47,13 +47,14 @@ func (m *masterKeyFlags) register(fl *pflag.FlagSet) {
 func (m masterKeyFlags) given() bool { return m.file != "" || m.prompt }
 
 // check refuses both flags at once, and, where the master key replaces
-// the passphrase (mount, passwd), a passfile next to them.
-func (m masterKeyFlags) check(passfile string) error {
+// the passphrase (mount, passwd), a passfile or --extpass next to them
+// (passGiven).
+func (m masterKeyFlags) check(passGiven bool) error {
 	if m.file != "" && m.prompt {
 		return usageErrorf("--masterkey-file and --masterkey: give one")
 	}
-	if m.given() && passfile != "" {
-		return usageErrorf("--passfile and a master key: the master key replaces the current passphrase")
+	if m.given() && passGiven {
+		return usageErrorf("--passfile or --extpass and a master key: the master key replaces the current passphrase")
 	}
 	return nil
 }

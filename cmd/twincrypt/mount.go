@@ -26,6 +26,7 @@ import (
 
 type mountFlags struct {
 	passfile          string
+	extpass           []string
 	passthrough       bool
 	kernelPassthrough bool
 	sharedStorage     bool
@@ -57,7 +58,9 @@ func newMountCmd() *cobra.Command {
 		Short: "Mount an encrypted volume (or the passthrough twin) at MNT",
 		Long: `Mount the encrypted volume in LOWER at the empty directory MNT.
 
-The passphrase is read once from --passfile, else from the terminal without
+The passphrase is read once from --passfile, else from the first line that
+the program of --extpass prints (ssh-askpass, systemd-ask-password, pass show
+..., a keyring tool; gocryptfs's -extpass), else from the terminal without
 echo, else as one line from stdin. A wrong passphrase prints one line and
 exits with code 12; nothing is mounted.
 
@@ -119,9 +122,9 @@ Mount options (-o, comma separated, may repeat):
 mount(8) and /etc/fstab reach twincrypt through fuse3's mount.fuse3 as
 'twincrypt LOWER MNT -o OPTIONS' (type fuse.twincrypt), which is this
 command with --background --quiet; -o there also takes passfile=FILE,
-log=FILE, oplog=FILE, summary=FILE, passthrough, shared_storage, noxattr, transport=,
-readdir= and rw, and accepts fstab's
-own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
+extpass=PROGRAM, log=FILE, oplog=FILE, summary=FILE, passthrough,
+shared_storage, noxattr, transport=, readdir=, idle= and rw, and accepts
+fstab's own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
 README and docs/systemd/.
 
 Debug mode writes PLAINTEXT to the log: the names of files, symlink targets,
@@ -149,6 +152,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
+	extpassFlag(fl, &f.extpass)
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
@@ -283,7 +287,7 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 		}
 		masterKey = lk.Bytes()
 	} else if plan.cfg != nil {
-		src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
+		src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: stderr}
 		pass, err := src.read(false)
 		if err != nil {
 			return err

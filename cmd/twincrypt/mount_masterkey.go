@@ -14,7 +14,7 @@ import (
 // checkMountMasterKey refuses master-key flags that mean nothing here, before
 // anything is validated or asked.
 func checkMountMasterKey(f mountFlags) error {
-	if err := f.mk.check(f.passfile); err != nil {
+	if err := f.mk.check(f.passfile != "" || len(f.extpass) > 0); err != nil {
 		return err
 	}
 	if f.mk.given() && f.passthrough {

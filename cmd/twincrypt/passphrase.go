@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strings"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -23,16 +26,28 @@ var (
 // passphraseSource says where a passphrase comes from. The zero value with
 // stdin set reads the terminal or the pipe on stdin.
 type passphraseSource struct {
-	passfile string    // --passfile; wins over everything else
+	passfile string    // --passfile
+	extpass  []string  // --extpass: a program that prints the passphrase
 	stdin    *os.File  // terminal or pipe
 	prompt   io.Writer // where the terminal prompts go (stderr)
 }
 
+// given reports whether the passphrase comes from a file or a program,
+// not from the terminal or stdin.
+func (s passphraseSource) given() bool { return s.passfile != "" || len(s.extpass) > 0 }
+
 // read returns the passphrase. confirm asks twice on a terminal (init); a
-// passfile or a pipe is read once. The caller wipes the result.
+// passfile, a program's output or a pipe is read once. The caller wipes
+// the result.
 func (s passphraseSource) read(confirm bool) ([]byte, error) {
+	if s.passfile != "" && len(s.extpass) > 0 {
+		return nil, usageErrorf("--passfile and --extpass: give one of them")
+	}
 	if s.passfile != "" {
 		return readPassfile(s.passfile)
+	}
+	if len(s.extpass) > 0 {
+		return runExtpass(s.extpass, s.stdin, s.prompt)
 	}
 	fd := int(s.stdin.Fd())
 	if term.IsTerminal(fd) {
@@ -41,6 +56,51 @@ func (s passphraseSource) read(confirm bool) ([]byte, error) {
 	pass, err := readPassLine(s.stdin)
 	if err != nil {
 		return nil, fmt.Errorf("read passphrase from stdin: %w", err)
+	}
+	return pass, nil
+}
+
+// extpassFlag registers --extpass on a command that reads a passphrase.
+func extpassFlag(fl *pflag.FlagSet, p *[]string) {
+	fl.StringArrayVar(p, "extpass", nil, "run `PROGRAM` and take the passphrase from the first line of its output (one value is split at spaces; repeat the flag to give arguments with spaces)")
+}
+
+// runExtpass runs the program of --extpass (as gocryptfs -extpass: one
+// value is split at spaces into the program and its arguments, several
+// values are the program and its arguments as they are) with the
+// terminal or pipe on its stdin and prompt as its stderr, so that
+// ssh-askpass, systemd-ask-password, pass or a keyring tool can ask or
+// fetch, and returns the first line of what it prints, as for a passfile.
+// A program that fails gives an error and no passphrase.
+func runExtpass(args []string, stdin *os.File, prompt io.Writer) ([]byte, error) {
+	argv := args
+	if len(args) == 1 {
+		argv = strings.Fields(args[0])
+	}
+	if len(argv) == 0 {
+		return nil, usageErrorf("--extpass: no program given")
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stderr = stdin, prompt
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("extpass: %w", err)
+	}
+	// The first line only, as from a passfile; the rest is drained (and
+	// bounded) so that the program can exit.
+	pass, rerr := readPassLine(out)
+	_, _ = io.Copy(io.Discard, io.LimitReader(out, 1<<20))
+	out.Close()
+	werr := cmd.Wait()
+	if werr != nil {
+		wipe(pass)
+		return nil, fmt.Errorf("extpass %s: %w; no passphrase", argv[0], werr)
+	}
+	if rerr != nil {
+		return nil, fmt.Errorf("extpass %s: %w", argv[0], rerr)
 	}
 	return pass, nil
 }

@@ -159,3 +159,47 @@ func TestAppendWipingWipesOldArray(t *testing.T) {
 		t.Errorf("old array not wiped: %q", old)
 	}
 }
+
+// TestRunExtpass: --extpass takes the first line a program prints, as a
+// passfile's; a program that fails or prints nothing gives an error and no
+// passphrase; one value is split at spaces, several are taken as they
+// are; --extpass and --passfile together are refused.
+func TestRunExtpass(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{"first line", []string{"printf", `secret\nsecond\n`}, "secret", ""},
+		{"one value split at spaces", []string{"echo two words"}, "two words", ""},
+		{"arguments kept whole", []string{"sh", "-c", "echo '  spaced  '"}, "  spaced  ", ""},
+		{"crlf", []string{"printf", `pw\r\n`}, "pw", ""},
+		{"no newline", []string{"printf", "pw"}, "pw", ""},
+		{"fails", []string{"sh", "-c", "echo secret; exit 3"}, "", "exit status 3"},
+		{"prints nothing", []string{"true"}, "", errEmptyPassphrase.Error()},
+		{"missing program", []string{"/nonexistent/askpass"}, "", "no such file"},
+		{"empty", []string{"  "}, "", "no program"},
+		{"much output", []string{"sh", "-c", "echo pw; head -c 3000000 /dev/zero"}, "", "no passphrase"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var prompt bytes.Buffer
+			src := passphraseSource{extpass: tt.args, stdin: os.Stdin, prompt: &prompt}
+			got, err := src.read(true)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || got != nil {
+					t.Fatalf("read = %q, %v; want error with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("read = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	src := passphraseSource{passfile: "/dev/null", extpass: []string{"echo x"}, stdin: os.Stdin, prompt: &bytes.Buffer{}}
+	if _, err := src.read(false); !errors.Is(err, errUsage) {
+		t.Errorf("--passfile with --extpass: %v, want a usage error", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 type passwdFlags struct {
 	passfile    string
+	extpass     []string
 	newPassfile string
 	quiet       bool
 	// mk replaces the current passphrase with the master key (forgotten
@@ -34,8 +35,8 @@ func newPasswdCmd() *cobra.Command {
 		Short: "Change the passphrase of an encrypted volume",
 		Long: `Change the passphrase that unlocks the volume in LOWER.
 
-The current passphrase is read from --passfile, else from the terminal
-without echo, else as one line from stdin. The new one is read from
+The current passphrase is read from --passfile, else from the --extpass
+program's output, else from the terminal without echo, else as one line from stdin. The new one is read from
 --new-passfile, else from the terminal (asked twice), else as the next line
 of stdin. A wrong current passphrase exits with code 12 and changes nothing.
 
@@ -69,6 +70,7 @@ By default the key derivation function and its costs stay as they are.
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringVar(&f.passfile, "passfile", "", "read the current passphrase from the first line of `FILE`")
+	extpassFlag(fl, &f.extpass)
 	fl.StringVar(&f.newPassfile, "new-passfile", "", "read the new passphrase from the first line of `FILE`")
 	fl.StringVar(&f.kdf.kdf, "kdf", "", "new key derivation: argon2id, scrypt or pbkdf2 (default: keep the current one)")
 	fl.Uint32Var(&f.kdf.kdfTime, "kdf-time", 0, "argon2id passes")
@@ -82,7 +84,7 @@ By default the key derivation function and its costs stay as they are.
 }
 
 func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
-	if err := f.mk.check(f.passfile); err != nil {
+	if err := f.mk.check(f.passfile != "" || len(f.extpass) > 0); err != nil {
 		return err
 	}
 	lower, err := realDir(lowerArg, "LOWER")
@@ -124,10 +126,10 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 			fmt.Fprintf(stderr, "%s: %s\n", lower, checked)
 		}
 	} else {
-		if f.passfile == "" && onTerminal {
+		src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: stderr}
+		if !src.given() && onTerminal {
 			fmt.Fprintf(stderr, "Current passphrase of %s\n", lower)
 		}
-		src := passphraseSource{passfile: f.passfile, stdin: os.Stdin, prompt: stderr}
 		oldPass, err := src.read(false)
 		if err != nil {
 			return err
