@@ -776,3 +776,49 @@ func TestExtpass(t *testing.T) {
 		t.Errorf("read back %q, %v", got, err)
 	}
 }
+
+// TestPathCommand: 'twincrypt path' prints the lower path of a plaintext
+// path of a mounted volume (the same inode), --decrypt maps it back, and
+// a path that is not there exits 1 with one line per path on stderr;
+// a wrong passphrase exits 12.
+func TestPathCommand(t *testing.T) {
+	requireFUSE(t)
+	pf := writePassfile(t, "path pass")
+	lower := initVolume(t, pf)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	twincrypt(t, "", "mount", "--background", "--quiet", "--passfile", pf, lower, mnt).expectExit(t, 0, "mount")
+	if err := os.MkdirAll(filepath.Join(mnt, "dir", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "dir", "sub", "file.txt"), []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := twincrypt(t, "", "path", "--passfile", pf, lower, "/dir/sub/file.txt", "dir")
+	r.expectExit(t, 0, "path")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || strings.Contains(r.stdout, "file.txt") {
+		t.Fatalf("path printed %q", r.stdout)
+	}
+	var pst, lst syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(mnt, "dir", "sub", "file.txt"), &pst); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(filepath.Join(lower, lines[0]), &lst); err != nil || lst.Ino != pst.Ino {
+		t.Errorf("lower %s: inode %d (%v), the mount's file is inode %d", lines[0], lst.Ino, err, pst.Ino)
+	}
+	r = twincrypt(t, "", "path", "--decrypt", "--passfile", pf, lower, lines[0], filepath.Join(lower, lines[1]))
+	r.expectExit(t, 0, "path --decrypt")
+	if r.stdout != "/dir/sub/file.txt\n/dir\n" {
+		t.Errorf("path --decrypt printed %q", r.stdout)
+	}
+	r = twincrypt(t, "", "path", "--passfile", pf, lower, "/dir/absent")
+	if r.code != exitError || !strings.Contains(r.stderr, "no such entry") || r.stdout == "" {
+		t.Errorf("path of an absent entry: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = twincrypt(t, "", "path", "--decrypt", "--passfile", pf, lower, "twincrypt.conf")
+	if r.code != exitError || !strings.Contains(r.stderr, "not a name of this volume") {
+		t.Errorf("path --decrypt of the config: exit %d, stderr %q", r.code, r.stderr)
+	}
+	twincrypt(t, "", "path", "--passfile", writePassfile(t, "wrong"), lower, "/dir").expectExit(t, exitWrongPassphrase, "path, wrong passphrase")
+}

@@ -48,7 +48,8 @@ garbage that no check can detect. fsck finds what the format makes
 detectable.
 
 The passphrase is read as for mount: --passfile, else the --extpass
-program's output, else the terminal, else one line from stdin. fsck never follows a symlink in LOWER.
+program's output, else the terminal, else one line from stdin. fsck never
+follows a symlink in LOWER.
 
 --repair moves entries that the mount hides or cannot read into
 /lost+found of the mounted view (created on first use), keeping their lower

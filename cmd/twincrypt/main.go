@@ -127,7 +127,7 @@ Quick start:
 		newBenchCmd(),
 		newStatsCmd(),
 		newReportCmd(),
-		newFsckCmd(), newPasswdCmd(), newInfoCmd(),
+		newFsckCmd(), newPasswdCmd(), newInfoCmd(), newPathCmd(),
 		newSpeedCmd(),
 		newBlockdevCmd(),
 		newManCmd(),
