@@ -233,3 +233,20 @@ func TestInitFormatVersion(t *testing.T) {
 		t.Errorf("%d encrypted files in LOWER, want 1", found)
 	}
 }
+
+// The log's first line names the settings that change what a mount does.
+func TestMountNotes(t *testing.T) {
+	for _, c := range []struct {
+		f    mountFlags
+		want string
+	}{
+		{mountFlags{}, ""},
+		{mountFlags{readdir: "plus"}, ""},
+		{mountFlags{noXattr: true}, "; no xattrs (--noxattr)"},
+		{mountFlags{noXattr: true, sharedStorage: true, readdir: "auto"}, "; no xattrs (--noxattr); short kernel cache lifetimes (--shared-storage); listings --readdir auto"},
+	} {
+		if got := mountNotes(c.f); got != c.want {
+			t.Errorf("mountNotes(%+v) = %q, want %q", c.f, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -172,6 +173,25 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.child, childFlag, false, "internal: this is the background mount process")
 	_ = fl.MarkHidden(childFlag)
 	return cmd
+}
+
+// mountNotes names, for the log's first line, the mount's settings that
+// change what the mount does or how fast ("" for none).
+func mountNotes(f mountFlags) string {
+	var notes []string
+	if f.noXattr {
+		notes = append(notes, "no xattrs (--noxattr)")
+	}
+	if f.sharedStorage {
+		notes = append(notes, "short kernel cache lifetimes (--shared-storage)")
+	}
+	if f.readdir != "" && f.readdir != fs.ReaddirPlus {
+		notes = append(notes, "listings --readdir "+f.readdir)
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ")
 }
 
 // mountPlan is a mount whose arguments have been validated.
@@ -380,7 +400,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	}
 	in.transport = fs.TransportOf(srv).String()
 	if !f.quiet || f.logFile != "" {
-		fmt.Fprintf(logOut, "twincrypt: %s: transport %s\n", plan.mnt, in.transport)
+		fmt.Fprintf(logOut, "twincrypt: %s: transport %s%s\n", plan.mnt, in.transport, mountNotes(f))
 	}
 	var stopIdle func()
 	if activity != nil {
