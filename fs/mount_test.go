@@ -46,6 +46,8 @@ type variant struct {
 	cipher         string // "" for the twin
 	keyBytes       int
 	plaintextNames bool
+	// noXattr mounts with Options.NoXattr.
+	noXattr bool
 }
 
 var variants = []variant{
@@ -186,6 +188,6 @@ func (tm *testMount) served(t testing.TB, srv *fuse.Server) {
 // mountVariant makes and mounts a fresh volume of kind v.
 func mountVariant(t testing.TB, v variant) *testMount {
 	tm := newVolume(t, v)
-	tm.mount(t)
+	tm.mount(t, func(o *Options) { o.NoXattr = v.noXattr })
 	return tm
 }
