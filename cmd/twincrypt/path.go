@@ -48,9 +48,10 @@ maps but is not there is still printed); 10/11 config missing or invalid,
 12 wrong passphrase.`,
 		Example: `  twincrypt path ~/vault.enc /taxes/2025.pdf
   twincrypt path --decrypt ~/vault.enc 3oFd2Rk.../Qx9aa...
-  # restore one file from a backup of LOWER
-  cp -a "/backup/vault.enc/$(twincrypt path --passfile ~/.vault-pass ~/vault.enc taxes/2025.pdf)" \
-        "$HOME/vault.enc/$(twincrypt path --passfile ~/.vault-pass ~/vault.enc taxes/2025.pdf)"`,
+  # which file of a backup of LOWER holds taxes/2025.pdf: ask the backup's
+  # own copy (its directory IVs name the files in it), e.g. to restore just
+  # that file with the backup tool
+  twincrypt path /mnt/backup/vault.enc taxes/2025.pdf`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageErrorf("path takes LOWER and at least one PATH")
