@@ -116,3 +116,50 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestPathsHostileLower: an IV file or a sidecar that LOWER's writer
+// swapped for a symlink or a FIFO gives an error, without following the
+// link or hanging on the FIFO.
+func TestPathsHostileLower(t *testing.T) {
+	requireFUSE(t)
+	v := newVolume(t, config.Options{Cipher: "aes-xts", KeyBytes: 64})
+	m := v.mount(t)
+	long := strings.Repeat("l", 200)
+	must(t, os.MkdirAll(m.path("d/"+long), 0o755))
+	m.unmount(t)
+
+	p, err := OpenPaths(v.lower, v.cfg, v.master)
+	must(t, err)
+	defer p.Close()
+	dRel, _, _, err := p.Encrypt("/d")
+	must(t, err)
+	longRel, _, _, err := p.Encrypt("/d/" + long)
+	must(t, err)
+	iv := filepath.Join(v.lower, dRel, names.DirIVFile)
+	side := filepath.Join(v.lower, longRel+names.LongSuffix)
+	for _, swap := range []struct {
+		what string
+		make func(path string) error
+	}{
+		{"symlink", func(path string) error { return os.Symlink("/etc/passwd", path) }},
+		{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o600) }},
+	} {
+		for _, victim := range []string{iv, side} {
+			saved, err := os.ReadFile(victim)
+			must(t, err)
+			must(t, os.Remove(victim))
+			must(t, swap.make(victim))
+			if rel, _, _, err := p.Encrypt("/d/" + long + "/x"); err == nil && victim == iv {
+				t.Errorf("%s as %s: Encrypt = %q, want an error", swap.what, filepath.Base(victim), rel)
+			}
+			if plain, err := p.Decrypt(longRel); err == nil {
+				t.Errorf("%s as %s: Decrypt = %q, want an error", swap.what, filepath.Base(victim), plain)
+			}
+			must(t, os.Remove(victim))
+			must(t, os.WriteFile(victim, saved, 0o400))
+		}
+	}
+	if plain, err := p.Decrypt(longRel); err != nil || plain != "/d/"+long {
+		t.Errorf("after the files are back: Decrypt = %q, %v", plain, err)
+	}
+}
