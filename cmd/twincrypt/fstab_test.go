@@ -100,11 +100,15 @@ func TestMountHelperFstab(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		init []string // nil: the twin
+		// extpass: the passphrase comes from a program (extpass=)
+		// instead of passfile=.
+		extpass bool
 	}{
-		{"xts", []string{"--cipher", "aes-xts"}},
-		{"cbc", []string{"--cipher", "aes-cbc"}},
-		{"plainnames", []string{"--plaintext-names"}},
-		{"twin", nil},
+		{"xts", []string{"--cipher", "aes-xts"}, false},
+		{"cbc", []string{"--cipher", "aes-cbc"}, false},
+		{"plainnames", []string{"--plaintext-names"}, false},
+		{"twin", nil, false},
+		{"xts-extpass", []string{"--cipher", "aes-xts"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pf := writePassfile(t, "fstab pass "+c.name)
@@ -112,6 +116,13 @@ func TestMountHelperFstab(t *testing.T) {
 			if c.init != nil {
 				lower = initVolume(t, pf, c.init...)
 				auth = "passfile=" + pf
+				if c.extpass {
+					prog := filepath.Join(tempDir(t), "askpass")
+					if err := os.WriteFile(prog, []byte("#!/bin/sh\nprintf '%s\\n' 'fstab pass "+c.name+"'\n"), 0o700); err != nil {
+						t.Fatal(err)
+					}
+					auth = "extpass=" + prog
+				}
 			} else {
 				lower = filepath.Join(tempDir(t), "plain")
 				if err := os.Mkdir(lower, 0o755); err != nil {
@@ -194,7 +205,7 @@ echo done
 				t.Errorf("daemons %v still serve %s after umount", pids, mnt)
 			}
 			switch c.name {
-			case "xts", "cbc":
+			case "xts", "cbc", "xts-extpass":
 				assertNoPlaintext(t, lower, "file.txt", []byte(content))
 			case "plainnames":
 				if got, err := os.ReadFile(filepath.Join(lower, "file.txt")); err != nil || bytes.Contains(got, []byte(content)) {
