@@ -34,6 +34,20 @@ func requireUringKernel(t *testing.T) {
 	}
 }
 
+// settledParam reads enableUringParam until it says want, for up to 5 s,
+// and returns what it last said: other test processes switch it on for a
+// moment while their ring mounts start (and back off once up), so one
+// read may catch their window; a mount that left it changed for good
+// still shows after 5 s.
+func settledParam(want []byte) []byte {
+	now, _ := os.ReadFile(enableUringParam)
+	for deadline := time.Now().Add(5 * time.Second); !bytes.Equal(now, want) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		now, _ = os.ReadFile(enableUringParam)
+	}
+	return now
+}
+
 // TestUringTransport mounts every variant over the ring and checks that it
 // is the ring that carries the requests (the transport says so and its
 // request counter moves with the operations), that data written through it
@@ -41,7 +55,10 @@ func requireUringKernel(t *testing.T) {
 // back to what it was as soon as the ring is up.
 func TestUringTransport(t *testing.T) {
 	requireUringKernel(t)
-	paramBefore, _ := os.ReadFile(enableUringParam)
+	// A moment's "Y" may be another test process's mount starting (go
+	// test runs packages at once, and every ring mount switches it on
+	// for its start): the state to come back to is the one it settles in.
+	paramBefore := settledParam([]byte("N\n"))
 	for _, v := range append(variants, variant{name: "plainnames", cipher: "aes-xts", keyBytes: 64, plaintextNames: true}) {
 		t.Run(v.name, func(t *testing.T) {
 			tm := newVolume(t, v)
@@ -53,7 +70,7 @@ func TestUringTransport(t *testing.T) {
 			if n, _ := uring.PossibleCPUs(); info.Queues != n || info.Depth != 4 {
 				t.Errorf("ring %d queues x %d, want %d x 4", info.Queues, info.Depth, n)
 			}
-			if now, _ := os.ReadFile(enableUringParam); !bytes.Equal(now, paramBefore) {
+			if now := settledParam(paramBefore); !bytes.Equal(now, paramBefore) {
 				t.Errorf("%s is %q while the ring mount runs, was %q before", enableUringParam, now, paramBefore)
 			}
 			if !strings.Contains(tm.log.String(), "transport uring") {
@@ -94,7 +111,7 @@ func TestUringTransport(t *testing.T) {
 			}
 		})
 	}
-	if after, _ := os.ReadFile(enableUringParam); !bytes.Equal(after, paramBefore) {
+	if after := settledParam(paramBefore); !bytes.Equal(after, paramBefore) {
 		t.Errorf("%s is %q after the mounts ended, was %q", enableUringParam, after, paramBefore)
 	}
 }
