@@ -257,6 +257,15 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// POSIX ACLs, stored as the lower files' own ACLs, are enforced by
 	// the kernel (which caches them per inode); it leaves the umask to
 	// us (DONT_MASK), because a default ACL overrides it (see umask.go).
+	// The kernel keeps symlink targets (FUSE_CACHE_SYMLINKS), so that a
+	// path through a symlink costs no READLINK round trip after the
+	// first: a target never changes, and a symlink made through the
+	// mount is a new node to the kernel even where its lower inode number
+	// is that of a deleted one the kernel still holds (go-fuse registers
+	// a created entry as new; TestSymlinkCacheInodeReuse). Not with
+	// shared storage, where a symlink made behind the mount, looked up,
+	// could be taken for such a deleted one's node.
+	opts.MountOptions.EnableSymlinkCaching = !o.SharedStorage
 	// With NoXattr (go-fuse's DisableXAttrs: ENOSYS) there are no ACLs,
 	// and the kernel applies the umask.
 	if o.NoXattr {
