@@ -254,6 +254,12 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// The kernel leaves the clearing of set-user-ID bits on write to us
 	// and stops asking GETXATTR security.capability before each write.
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+	// An open(O_TRUNC) of an existing file is one OPEN that carries
+	// O_TRUNC (FUSE_ATOMIC_O_TRUNC), not an OPEN and a SETATTR of size 0:
+	// the daemon truncates once it has checked that the lower file is the
+	// node's own (newFile), and clears set-user-ID bits as the kernel
+	// asks (killPriv.Open).
+	opts.MountOptions.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
 	// POSIX ACLs, stored as the lower files' own ACLs, are enforced by
 	// the kernel (which caches them per inode); it leaves the umask to
 	// us (DONT_MASK), because a default ACL overrides it (see umask.go).
