@@ -61,8 +61,7 @@ dm-crypt would encrypt it, so the image stays a valid dm-crypt volume.
 // ---- open ----
 
 type blockdevOpenFlags struct {
-	passfile   string
-	extpass    []string
+	passFlags
 	plain      bool
 	plainOpts  luks.PlainOptions
 	ro         bool
@@ -118,8 +117,7 @@ By default open stays in the foreground and unmounts on Ctrl-C or SIGTERM;
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
-	extpassFlag(fl, &f.extpass)
+	f.register(fl, "read the passphrase from the first line of `FILE`")
 	fl.BoolVar(&f.plain, "plain", false, "plain dm-crypt volume (no header), as cryptsetup --type plain")
 	fl.StringVar(&f.plainOpts.Cipher, "cipher", "aes-cbc-essiv:sha256", "plain: dm-crypt cipher specification")
 	fl.IntVar(&f.plainOpts.KeyBytes, "key-bytes", 32, "plain: key size in bytes")
@@ -239,7 +237,7 @@ func runBlockdevOpen(cmd *cobra.Command, f blockdevOpenFlags, imageArg, mntArg s
 	if err != nil {
 		return err
 	}
-	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := f.source(cmd.ErrOrStderr())
 	pass, err := src.read(false)
 	if err != nil {
 		return err
@@ -563,10 +561,9 @@ func mountsFrom(dev string) ([]string, error) {
 // ---- format ----
 
 type blockdevFormatFlags struct {
-	size       string
-	opts       luks.FormatOptions
-	passfile   string
-	extpass    []string
+	size string
+	opts luks.FormatOptions
+	passFlags
 	force      bool
 	quiet      bool
 	kdfTime    uint32
@@ -610,8 +607,7 @@ for 'init': --kdf argon2id (default), argon2i or pbkdf2.`,
 	fl.Uint32Var(&f.kdfThreads, "kdf-threads", 0, "argon2 parallelism")
 	fl.IntVar(&f.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations")
 	fl.StringVar(&f.opts.Label, "label", "", "LUKS2 label")
-	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
-	extpassFlag(fl, &f.extpass)
+	f.register(fl, "read the passphrase from the first line of `FILE`")
 	fl.BoolVar(&f.force, "force", false, "overwrite an IMAGE that already holds data")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
 	return cmd
@@ -672,7 +668,7 @@ func runBlockdevFormat(cmd *cobra.Command, f blockdevFormatFlags, imageArg strin
 		return usageErrorf("IMAGE %s does not exist: give --size", image)
 	}
 
-	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := f.source(cmd.ErrOrStderr())
 	pass, err := src.read(true)
 	if err != nil {
 		return err

@@ -22,11 +22,10 @@ var (
 )
 
 type fsckFlags struct {
-	passfile string
-	extpass  []string
-	repair   bool
-	quick    bool
-	asJSON   bool
+	passFlags
+	repair bool
+	quick  bool
+	asJSON bool
 }
 
 func newFsckCmd() *cobra.Command {
@@ -74,8 +73,7 @@ passphrase.`,
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
-	extpassFlag(fl, &f.extpass)
+	f.register(fl, "read the passphrase from the first line of `FILE`")
 	fl.BoolVar(&f.repair, "repair", false, "move unreadable entries to /lost+found, delete orphaned sidecars")
 	fl.BoolVar(&f.quick, "quick", false, "do not read file extents (sizes, headers, names, links and xattrs only)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -95,7 +93,7 @@ func runFsck(cmd *cobra.Command, f fsckFlags, lowerArg string) error {
 	if f.repair && mnt != "" {
 		return fmt.Errorf("fsck --repair: %s is mounted at %s; unmount it first", lower, mnt)
 	}
-	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := f.source(cmd.ErrOrStderr())
 	pass, err := src.read(false)
 	if err != nil {
 		return err

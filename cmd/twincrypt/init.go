@@ -27,9 +27,8 @@ type initFlags struct {
 	pbkdf2Iter     int
 	plaintextNames bool
 	formatVersion  int
-	passfile       string
-	extpass        []string
-	quiet          bool
+	passFlags
+	quiet bool
 	// mk and force are for recovery: a new config for an existing volume.
 	mk    masterKeyFlags
 	force bool
@@ -108,8 +107,7 @@ key is never taken from the command line, where other users can read it.`,
 	fl.IntVar(&f.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations (default: the KDF's default)")
 	fl.BoolVar(&f.plaintextNames, "plaintext-names", false, "do not encrypt file names")
 	fl.IntVar(&f.formatVersion, "format-version", 0, "config format version: 1 or 2 (0 = the lowest that describes the volume: 2 for aes-cbc, 1 for aes-xts)")
-	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
-	extpassFlag(fl, &f.extpass)
+	f.register(fl, "read the passphrase from the first line of `FILE`")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success (not even the master key)")
 	f.mk.register(fl)
 	fl.BoolVar(&f.force, "force", false, "recovery: write the config even if nothing in LOWER can confirm the master key")
@@ -151,7 +149,7 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 		}
 	}
 
-	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := f.source(cmd.ErrOrStderr())
 	pass, err := src.read(true)
 	if err != nil {
 		return err

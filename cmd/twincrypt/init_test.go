@@ -127,7 +127,7 @@ func TestCheckInitTarget(t *testing.T) {
 }
 
 func TestChildArgsNeverCarryThePassphrase(t *testing.T) {
-	f := mountFlags{passfile: "/secret/pass", passthrough: false, quiet: true, logFile: "/var/log/x", background: true}
+	f := mountFlags{passFlags: passFlags{passfile: "/secret/pass"}, passthrough: false, quiet: true, logFile: "/var/log/x", background: true}
 	plan := &mountPlan{lower: "/l", mnt: "/m", opts: mountOpts{ro: true, debug: true}}
 	args := childArgs(f, plan)
 	got := strings.Join(args, " ")

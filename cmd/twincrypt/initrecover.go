@@ -50,7 +50,7 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 		return fmt.Errorf("init %s: %w; check that LOWER is the volume, or add --force to write the config anyway", lower, err)
 	}
 
-	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: stderr}
+	src := f.source(stderr)
 	if !src.given() {
 		fmt.Fprintf(stderr, "New passphrase for %s\n", lower)
 	}

@@ -26,8 +26,7 @@ import (
 )
 
 type mountFlags struct {
-	passfile          string
-	extpass           []string
+	passFlags
 	passthrough       bool
 	kernelPassthrough bool
 	sharedStorage     bool
@@ -152,8 +151,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
-	extpassFlag(fl, &f.extpass)
+	f.register(fl, "read the passphrase from the first line of `FILE`")
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
@@ -307,7 +305,7 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 		}
 		masterKey = lk.Bytes()
 	} else if plan.cfg != nil {
-		src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: stderr}
+		src := f.source(stderr)
 		pass, err := src.read(false)
 		if err != nil {
 			return err

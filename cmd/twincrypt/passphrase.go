@@ -26,15 +26,34 @@ var (
 // passphraseSource says where a passphrase comes from. The zero value with
 // stdin set reads the terminal or the pipe on stdin.
 type passphraseSource struct {
-	passfile string    // --passfile
-	extpass  []string  // --extpass: a program that prints the passphrase
-	stdin    *os.File  // terminal or pipe
-	prompt   io.Writer // where the terminal prompts go (stderr)
+	passFlags
+	stdin  *os.File  // terminal or pipe
+	prompt io.Writer // where the terminal prompts go (stderr)
+}
+
+// passFlags are --passfile and --extpass, on every command that reads a
+// passphrase.
+type passFlags struct {
+	passfile string   // --passfile
+	extpass  []string // --extpass: a program that prints the passphrase
+}
+
+// register adds --passfile (usage: whose passphrase its first line is)
+// and --extpass to fl.
+func (p *passFlags) register(fl *pflag.FlagSet, usage string) {
+	fl.StringVar(&p.passfile, "passfile", "", usage)
+	fl.StringArrayVar(&p.extpass, "extpass", nil, "run `PROGRAM` and take the passphrase from the first line of its output (one value is split at spaces; repeat the flag to give arguments with spaces)")
 }
 
 // given reports whether the passphrase comes from a file or a program,
 // not from the terminal or stdin.
-func (s passphraseSource) given() bool { return s.passfile != "" || len(s.extpass) > 0 }
+func (p passFlags) given() bool { return p.passfile != "" || len(p.extpass) > 0 }
+
+// source is where the passphrase comes from: these flags, else the
+// terminal or stdin, with prompts on prompt.
+func (p passFlags) source(prompt io.Writer) passphraseSource {
+	return passphraseSource{passFlags: p, stdin: os.Stdin, prompt: prompt}
+}
 
 // read returns the passphrase. confirm asks twice on a terminal (init); a
 // passfile, a program's output or a pipe is read once. The caller wipes
@@ -58,11 +77,6 @@ func (s passphraseSource) read(confirm bool) ([]byte, error) {
 		return nil, fmt.Errorf("read passphrase from stdin: %w", err)
 	}
 	return pass, nil
-}
-
-// extpassFlag registers --extpass on a command that reads a passphrase.
-func extpassFlag(fl *pflag.FlagSet, p *[]string) {
-	fl.StringArrayVar(p, "extpass", nil, "run `PROGRAM` and take the passphrase from the first line of its output (one value is split at spaces; repeat the flag to give arguments with spaces)")
 }
 
 // runExtpass runs the program of --extpass (as gocryptfs -extpass: one

@@ -64,7 +64,7 @@ func TestPassfileWinsOverStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdin := pipeWith(t, "from-stdin\n")
-	got, err := passphraseSource{passfile: path, stdin: stdin}.read(true)
+	got, err := passphraseSource{passFlags: passFlags{passfile: path}, stdin: stdin}.read(true)
 	if err != nil || string(got) != "from-file" {
 		t.Fatalf("read = %q, %v; want from-file", got, err)
 	}
@@ -185,7 +185,7 @@ func TestRunExtpass(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var prompt bytes.Buffer
-			src := passphraseSource{extpass: tt.args, stdin: os.Stdin, prompt: &prompt}
+			src := passphraseSource{passFlags: passFlags{extpass: tt.args}, stdin: os.Stdin, prompt: &prompt}
 			got, err := src.read(true)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || got != nil {
@@ -198,7 +198,7 @@ func TestRunExtpass(t *testing.T) {
 			}
 		})
 	}
-	src := passphraseSource{passfile: "/dev/null", extpass: []string{"echo x"}, stdin: os.Stdin, prompt: &bytes.Buffer{}}
+	src := passphraseSource{passFlags: passFlags{passfile: "/dev/null", extpass: []string{"echo x"}}, stdin: os.Stdin, prompt: &bytes.Buffer{}}
 	if _, err := src.read(false); !errors.Is(err, errUsage) {
 		t.Errorf("--passfile with --extpass: %v, want a usage error", err)
 	}

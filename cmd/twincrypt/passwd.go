@@ -14,8 +14,7 @@ import (
 )
 
 type passwdFlags struct {
-	passfile    string
-	extpass     []string
+	passFlags
 	newPassfile string
 	quiet       bool
 	// mk replaces the current passphrase with the master key (forgotten
@@ -69,8 +68,7 @@ By default the key derivation function and its costs stay as they are.
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	fl.StringVar(&f.passfile, "passfile", "", "read the current passphrase from the first line of `FILE`")
-	extpassFlag(fl, &f.extpass)
+	f.register(fl, "read the current passphrase from the first line of `FILE`")
 	fl.StringVar(&f.newPassfile, "new-passfile", "", "read the new passphrase from the first line of `FILE`")
 	fl.StringVar(&f.kdf.kdf, "kdf", "", "new key derivation: argon2id, scrypt or pbkdf2 (default: keep the current one)")
 	fl.Uint32Var(&f.kdf.kdfTime, "kdf-time", 0, "argon2id passes")
@@ -84,7 +82,7 @@ By default the key derivation function and its costs stay as they are.
 }
 
 func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
-	if err := f.mk.check(f.passfile != "" || len(f.extpass) > 0); err != nil {
+	if err := f.mk.check(f.given()); err != nil {
 		return err
 	}
 	lower, err := realDir(lowerArg, "LOWER")
@@ -126,7 +124,7 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 			fmt.Fprintf(stderr, "%s: %s\n", lower, checked)
 		}
 	} else {
-		src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: stderr}
+		src := f.source(stderr)
 		if !src.given() && onTerminal {
 			fmt.Fprintf(stderr, "Current passphrase of %s\n", lower)
 		}

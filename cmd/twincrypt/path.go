@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -14,9 +13,8 @@ import (
 )
 
 type pathFlags struct {
-	passfile string
-	extpass  []string
-	decrypt  bool
+	passFlags
+	decrypt bool
 }
 
 func newPathCmd() *cobra.Command {
@@ -65,8 +63,7 @@ maps but is not there is still printed); 10/11 config missing or invalid,
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.BoolVarP(&f.decrypt, "decrypt", "d", false, "PATHs are lower paths (relative to LOWER): print their plaintext paths")
-	fl.StringVar(&f.passfile, "passfile", "", "read the passphrase from the first line of `FILE`")
-	extpassFlag(fl, &f.extpass)
+	f.register(fl, "read the passphrase from the first line of `FILE`")
 	return cmd
 }
 
@@ -79,7 +76,7 @@ func runPath(cmd *cobra.Command, f pathFlags, lowerArg string, paths []string) e
 	if err != nil {
 		return fmt.Errorf("load config of %s: %w", lower, err)
 	}
-	src := passphraseSource{passfile: f.passfile, extpass: f.extpass, stdin: os.Stdin, prompt: cmd.ErrOrStderr()}
+	src := f.source(cmd.ErrOrStderr())
 	pass, err := src.read(false)
 	if err != nil {
 		return err
