@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,7 +31,7 @@ func TestNoXattr(t *testing.T) {
 
 			var dbg syncBuffer
 			xattrRequests := func() int {
-				return len(regexp.MustCompile(`rx \d+: (GET|LIST|SET|REMOVE)XATTR `).FindAllString(dbg.String(), -1))
+				return debugRequests(&dbg, "GETXATTR|LISTXATTR|SETXATTR|REMOVEXATTR")
 			}
 			tm.unmounted = false
 			tm.mount(t, func(o *Options) {

@@ -11,10 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readlinks counts the READLINK requests in a go-fuse debug log.
-func readlinks(dbg *syncBuffer) int {
-	return len(regexp.MustCompile(`rx \d+: READLINK `).FindAllString(dbg.String(), -1))
+// debugRequests counts the requests of the opcodes ops (a regexp
+// alternative, e.g. "READLINK" or "GETXATTR|LISTXATTR") in a go-fuse
+// debug log.
+func debugRequests(dbg *syncBuffer, ops string) int {
+	return len(regexp.MustCompile(`rx \d+: (`+ops+`) `).FindAllString(dbg.String(), -1))
 }
+
+// readlinks counts the READLINK requests in a go-fuse debug log.
+func readlinks(dbg *syncBuffer) int { return debugRequests(dbg, "READLINK") }
 
 // TestSymlinkCache: the kernel keeps symlink targets (FUSE_CACHE_SYMLINKS),
 // so that reading a link again, or a path through it, costs no READLINK;
