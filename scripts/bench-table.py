@@ -33,6 +33,9 @@ METRICS = [
     ("seqread (MiB/s)", "seqread", "MiBps", True),
     ("gzip (s)", "gzip", "wall_s", False),
     ("lame (s)", "lame", "wall_s", False),
+    ("git (s)", "git", "wall_s", False),
+    ("git clone (s)", "git", "clone_s", False),
+    ("build (s)", "build", "wall_s", False),
 ]
 PEERS = ["gocryptfs", "securefs"]
 

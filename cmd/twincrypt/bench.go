@@ -69,7 +69,9 @@ is shown as FAIL and the bench goes on.
 
 Workloads: seqwrite, seqread, smallwrite4k, smallwrite512, copytree, gzip,
 srctree (untar, ls -lR, md5 of every file, rm -rf), bonnie, randrw, sqlite,
-lame; each verifies the data it wrote. --size scales them: tiny (for tests),
+lame, git (clone, status, commit, checkout, gc), build (make -j of a C
+project: full, nothing to do, after a header changed); each verifies the
+data it wrote. --size scales them: tiny (for tests),
 small (the default), default, large (the articles' sizes). How long a bench
 of 3 repeats took on 2 shared cores with tmpfs below, with the six targets
 that need nothing installed / with the five peers installed too:

@@ -139,13 +139,14 @@ type shellCmd struct {
 	args   []string
 	stdin  io.Reader
 	stdout io.Writer
+	env    []string // added to the environment
 }
 
 func (c shellCmd) run(ctx context.Context) (wall, cpu time.Duration, err error) {
 	argv := append([]string{"-c", `cd "$1" || exit 126; shift; ` + c.script, "sh", c.dir}, c.args...)
 	cmd := exec.CommandContext(ctx, "/bin/sh", argv...)
 	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC")
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C", "TZ=UTC"), c.env...)
 	cmd.Stdin = c.stdin
 	cmd.Stdout = c.stdout
 	var stderr tailBuffer

@@ -27,6 +27,8 @@ var wlWantMetrics = map[string][]string{
 	"randrw":        {"iops", "read_iops", "write_iops", "read_p50_us", "read_p99_us", "write_p99_us"},
 	"sqlite":        {"inserts_per_s"},
 	"lame":          {"MiBps"},
+	"git":           {"clone_s", "status_s", "commit_s", "checkout_s", "gc_s"},
+	"build":         {"build_s", "noop_s", "rebuild_s"},
 }
 
 // testEnv is a tiny run's environment: a fresh cache, and caches that
@@ -245,6 +247,31 @@ func TestWorkloadsDetectCorruption(t *testing.T) {
 			}
 			wlFlipByte(t, filepath.Join(dir, "bench.db"), int64(i+5))
 		}, "verify: hash of the rows", ""},
+		{&Git{}, "git.done", func(t *testing.T, dir string) {
+			wlFlipByte(t, filepath.Join(dir, gitWork, "src", "net", "net.go"), 10)
+		}, "md5: src/net/net.go", "git"},
+		{&Git{}, "git.done", func(t *testing.T, dir string) {
+			packs, _ := filepath.Glob(filepath.Join(dir, gitWork, ".git", "objects", "pack", "*.pack"))
+			if len(packs) != 1 {
+				t.Fatalf("%d packs after gc: %v", len(packs), packs)
+			}
+			fi, err := os.Stat(packs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(packs[0], 0o644); err != nil { // git makes packs read-only
+				t.Fatal(err)
+			}
+			wlFlipByte(t, packs[0], fi.Size()/2)
+		}, "fsck", "git"},
+		{&Build{}, "build.built", func(t *testing.T, dir string) {
+			wlFlipByte(t, filepath.Join(dir, buildSrcDir, "obj", "u0003.o"), 100)
+		}, "obj/u0003.o", "make"},
+		{&Build{}, "build.built", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, buildSrcDir, "libunits.a")); err != nil {
+				t.Fatal(err)
+			}
+		}, "libunits.a", "make"},
 	}
 	for _, c := range cases {
 		t.Run(c.point, func(t *testing.T) {
@@ -253,7 +280,7 @@ func TestWorkloadsDetectCorruption(t *testing.T) {
 					t.Skipf("%s not installed", c.needs)
 				}
 			}
-			if c.w.Name() == "srctree" && goSrcDir() == "" {
+			if (c.w.Name() == "srctree" || c.w.Name() == "git") && goSrcDir() == "" {
 				t.Skip("synthetic tree: no src/net/net.go")
 			}
 			env := wlEnv(t)

@@ -45,6 +45,12 @@ import "errors"
 //	sqlite         2k/20k/100k/1M inserts, 100 a transaction, WAL (python3);
 //	               inserts_per_s commits_per_s
 //	lame           lame -h of a WAV of 5/30/180/470 s; MiBps
+//	git            git clone (pack protocol), status, commit of every
+//	               tenth file, checkout, gc of srctree's files; clone_s
+//	               status_s commit_s checkout_s gc_s
+//	build          make -j of a generated C project of 24/96/384/1536
+//	               units: full build, nothing to do, rebuild after a
+//	               header changed; build_s noop_s rebuild_s
 //
 // Each type also says which figure its rows lead with (Headline).
 
@@ -70,6 +76,8 @@ func Workloads() []Workload {
 		&RandRW{},
 		&SQLite{},
 		&Lame{},
+		&Git{},
+		&Build{},
 	}
 }
 
@@ -96,6 +104,8 @@ func (*Bonnie) Headline() string     { return "wall_s" }
 func (*RandRW) Headline() string     { return "iops" }
 func (*SQLite) Headline() string     { return "wall_s" }
 func (*Lame) Headline() string       { return "wall_s" }
+func (*Git) Headline() string        { return "wall_s" }
+func (*Build) Headline() string      { return "wall_s" }
 
 var (
 	_ Headliner = (*SeqWrite)(nil)
@@ -108,4 +118,6 @@ var (
 	_ Headliner = (*RandRW)(nil)
 	_ Headliner = (*SQLite)(nil)
 	_ Headliner = (*Lame)(nil)
+	_ Headliner = (*Git)(nil)
+	_ Headliner = (*Build)(nil)
 )
