@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Git is version control on a source tree, the work a developer's
@@ -188,9 +189,13 @@ func (w *Git) Run(ctx context.Context, dir string, env *Env) (Result, error) {
 	if err := step("clone_s", gitCmd(dir, `exec "$1" clone -q --no-local "$2" `+gitWork, git, filepath.Join(cdir, gitRepoName))); err != nil {
 		return Result{}, err
 	}
-	// The first status after a clone may read files again whose times
-	// equal the index's (git's "racy" entries), depending on the clock:
-	// not timed. The second is the status of a settled checkout.
+	// The first status after a clone reads the files again whose times
+	// are not older than the index's (git's "racy" entries) and writes
+	// the index anew: not timed. It runs a second after the clone, so
+	// that the index it writes is newer than every file and the timed
+	// status sees a settled checkout (without the pause it was 0.03 or
+	// 0.2 s on one target from repeat to repeat, as the clock fell).
+	time.Sleep(1100 * time.Millisecond)
 	if _, err := status(); err != nil {
 		return Result{}, err
 	}
