@@ -87,9 +87,10 @@ that every target stands on the same, fast ground; --on DIR puts it on a
 real disk instead. Everything is unmounted and removed at the end, also on
 Ctrl-C (--keep keeps the data).
 
-Printed: medians with min–max, cost ratios to native and to the twin, CPU
-seconds per GiB of the workload and of the daemon, and the per-op latency of
-our mounts. --out DIR also writes report.md, results.csv, results.json and
+Printed: medians with min–max, cost ratios to native and to the twin, the
+cost of our mounts relative to the best FUSE peer of each row (when peers
+ran), CPU seconds per GiB of the workload and of the daemon, and the per-op
+latency of our mounts. --out DIR also writes report.md, results.csv, results.json and
 the charts overhead.svg/png (each target's cost relative to native per
 workload, log axis, bars up from 1x when slower and down when faster) and
 latency.svg/png (per-op p50 bars with p99 whiskers, ops labelled with their

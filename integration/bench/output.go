@@ -431,6 +431,74 @@ func (res *Results) ratioTable(base string) (table, bool) {
 	return t, true
 }
 
+// fusePeers are the FUSE filesystems of other projects the bench can run
+// (issue #12 measures our mounts against the best of them).
+var fusePeers = []string{"gocryptfs", "encfs", "cryfs", "securefs"}
+
+// ours reports whether target tn is one of our own FUSE mounts.
+func ours(tn string) bool {
+	return tn == "twin" || strings.HasPrefix(tn, "twin-") || strings.HasPrefix(tn, "crypt-")
+}
+
+// bestPeer is the FUSE peer with the lowest cost on metric m of workload
+// w, and that cost; false when no peer completed a run of it.
+func (res *Results) bestPeer(w WorkloadInfo, m metric) (string, float64, bool) {
+	best, bestCost := "", math.Inf(1)
+	for _, p := range fusePeers {
+		st := summarize(res.runsOf(p, w.Name), m)
+		if st.N == 0 {
+			continue
+		}
+		if c := m.cost(st.Median); c < bestCost && !math.IsInf(c, 0) {
+			best, bestCost = p, c
+		}
+	}
+	return best, bestCost, best != "" && bestCost > 0
+}
+
+// peerTable: each of our mounts against the best FUSE peer of each row
+// (the peer named in its own column); false without a peer or one of ours.
+func (res *Results) peerTable() (table, bool) {
+	var mine []string
+	peers := 0
+	for _, n := range res.targetNames() {
+		if ours(n) {
+			mine = append(mine, n)
+		}
+		if slices.Contains(fusePeers, n) {
+			peers++
+		}
+	}
+	if len(mine) == 0 || peers == 0 {
+		return table{}, false
+	}
+	t := table{
+		title:  "Cost relative to the best FUSE peer of each row (time ratio of medians; rates inverted; >1 = slower)",
+		header: append([]string{"workload", "best peer"}, mine...),
+	}
+	for _, w := range res.Workloads {
+		for i, m := range res.rows(w) {
+			row := []string{rowLabel(w, m, i == 0)}
+			peer, pc, ok := res.bestPeer(w, m)
+			if !ok {
+				row = append(row, "-")
+			} else {
+				row = append(row, peer)
+			}
+			for _, tn := range mine {
+				st := summarize(res.runsOf(tn, w.Name), m)
+				if c := m.cost(st.Median); ok && st.N > 0 && !math.IsInf(c, 0) {
+					row = append(row, fmt.Sprintf("%.2fx", c/pc))
+				} else {
+					row = append(row, "-")
+				}
+			}
+			t.rows = append(t.rows, row)
+		}
+	}
+	return t, true
+}
+
 const gib = 1 << 30
 
 // cpuPerGiB is the median over completed runs of cpu seconds per GiB moved.
@@ -697,6 +765,9 @@ func (res *Results) tables() []table {
 		if t, ok := res.ratioTable(base); ok {
 			out = append(out, t)
 		}
+	}
+	if t, ok := res.peerTable(); ok {
+		out = append(out, t)
 	}
 	for _, daemon := range []bool{false, true} {
 		if t, ok := res.cpuTable(daemon); ok {

@@ -245,3 +245,67 @@ func TestMachineNamesCipherPath(t *testing.T) {
 		t.Errorf("report.md does not name the cipher path:\n%s", b.String())
 	}
 }
+
+// TestPeerTable: each of our mounts against the best FUSE peer of each
+// row, which may differ from row to row, with rates inverted; no table
+// without a peer.
+func TestPeerTable(t *testing.T) {
+	if _, ok := sampleResults().peerTable(); ok {
+		t.Error("a peer table without any peer in the results")
+	}
+	res := sampleResults()
+	res.Targets = append(res.Targets, TargetInfo{Name: "gocryptfs"}, TargetInfo{Name: "securefs"})
+	res.Skipped = nil
+	// gocryptfs is the faster peer on seqwrite (wall 2 against 6: a
+	// rate), securefs on srctree (wall 8 against 10), and securefs's
+	// untar is slower than gocryptfs's (its untar_s 8 against 5).
+	peerWall := map[string]map[string]float64{
+		"gocryptfs": {"seqwrite": 2, "srctree": 10},
+		"securefs":  {"seqwrite": 6, "srctree": 8},
+	}
+	untar := map[string]float64{"gocryptfs": 5, "securefs": 8}
+	for _, p := range []string{"gocryptfs", "securefs"} {
+		for r := 1; r <= 3; r++ {
+			for _, w := range res.Workloads {
+				run := Run{Target: p, Workload: w.Name, Repeat: r, WallS: peerWall[p][w.Name], Bytes: 256 << 20, Ops: 256, Verified: true}
+				if w.Name == "srctree" {
+					run.Metrics = map[string]float64{"untar_s": untar[p], "lsR_s": 1, "md5_s": 1, "rm_s": 1}
+				}
+				res.Runs = append(res.Runs, run)
+			}
+		}
+	}
+	tb, ok := res.peerTable()
+	if !ok {
+		t.Fatal("no peer table")
+	}
+	if got, want := strings.Join(tb.header, ","), "workload,best peer,twin,crypt-xts"; got != want {
+		t.Errorf("header %q, want %q", got, want)
+	}
+	rows := map[string][]string{}
+	for _, r := range tb.rows {
+		rows[strings.TrimSpace(r[0])] = r[1:]
+	}
+	// twin's seqwrite wall is 3.3 (median of 3.3, 3.6, 3.9 is 3.6):
+	// cost 3.6 against gocryptfs's 2 is 1.80x; crypt-xts 6.0/2 = 3.00x.
+	for label, want := range map[string][]string{
+		"seqwrite": {"gocryptfs", "1.80x", "3.00x"},
+		"untar":    {"gocryptfs", "0.36x", "0.60x"},
+		"srctree":  {"securefs", "0.45x", "0.75x"},
+	} {
+		var got []string
+		for l, r := range rows {
+			if strings.HasPrefix(l, label) {
+				got = r
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s row %q, want %q", label, got, want)
+		}
+	}
+	var b bytes.Buffer
+	WriteSummary(&b, res, 0)
+	if !strings.Contains(b.String(), "Cost relative to the best FUSE peer of each row") {
+		t.Errorf("summary lacks the peer table:\n%s", b.String())
+	}
+}
