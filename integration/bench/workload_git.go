@@ -118,9 +118,10 @@ func (w *Git) Prepare(ctx context.Context, env *Env) error {
 	if err := untarGo(ctx, tarball, work); err != nil {
 		return err
 	}
-	// One commit of the tree, then a bare clone of it, fully packed, as
-	// a server holds a repository.
-	if _, _, err := gitCmd(cdir, `"$1" -C work init -q && "$1" -C work add -A && "$1" -C work commit -q -m "source tree" && `+
+	// One commit of the tree (every file: -f, because the vendored
+	// packages of Go's full src carry .gitignore files of their own), then
+	// a bare clone of it, fully packed, as a server holds a repository.
+	if _, _, err := gitCmd(cdir, `"$1" -C work init -q && "$1" -C work add -A -f && "$1" -C work commit -q -m "source tree" && `+
 		`"$1" clone -q --bare work `+gitRepoName+` && "$1" -C `+gitRepoName+` repack -adq`, git).run(ctx); err != nil {
 		return fmt.Errorf("build the repository: %w", err)
 	}
