@@ -159,10 +159,10 @@ func writeProject(dir string, files map[string]string) error {
 	return nil
 }
 
-func needBuildTools() (make, cc string, err error) {
-	make, cc = lookProgram("make", false), lookProgram("cc", false)
+func needBuildTools() (makeProg, cc string, err error) {
+	makeProg, cc = lookProgram("make", false), lookProgram("cc", false)
 	var missing []string
-	for name, p := range map[string]string{"make": make, "cc": cc, "ar": lookProgram("ar", false)} {
+	for name, p := range map[string]string{"make": makeProg, "cc": cc, "ar": lookProgram("ar", false)} {
 		if p == "" {
 			missing = append(missing, name)
 		}
@@ -171,7 +171,7 @@ func needBuildTools() (make, cc string, err error) {
 		sort.Strings(missing)
 		return "", "", fmt.Errorf("%w: %s not installed", ErrSkipped, strings.Join(missing, ", "))
 	}
-	return make, cc, nil
+	return makeProg, cc, nil
 }
 
 // makeJobs is make's -j: one job per CPU.
@@ -198,7 +198,7 @@ func ccVersion(ctx context.Context, cc string) (string, error) {
 }
 
 func (w *Build) Prepare(ctx context.Context, env *Env) error {
-	make, cc, err := needBuildTools()
+	makeProg, cc, err := needBuildTools()
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (w *Build) Prepare(ctx context.Context, env *Env) error {
 	}
 	var out bytes.Buffer
 	if _, _, err := (shellCmd{dir: ref, script: `"$1" -s ` + makeJobs() + ` && exec ./` + buildProgram,
-		args: []string{make}, stdout: &out}).run(ctx); err != nil {
+		args: []string{makeProg}, stdout: &out}).run(ctx); err != nil {
 		return fmt.Errorf("reference build: %w", err)
 	}
 	if out.String() != want {
@@ -263,7 +263,7 @@ func (w *Build) Prepare(ctx context.Context, env *Env) error {
 
 func (w *Build) Run(ctx context.Context, dir string, env *Env) (Result, error) {
 	defer lockThread()()
-	make, _, err := needBuildTools()
+	makeProg, _, err := needBuildTools()
 	if err != nil {
 		return Result{}, err
 	}
@@ -289,7 +289,7 @@ func (w *Build) Run(ctx context.Context, dir string, env *Env) (Result, error) {
 	}
 	res := Result{Metrics: map[string]float64{}}
 	step := func(metric, script string) error {
-		wall, cpu, err := (shellCmd{dir: proj, script: script, args: []string{make}}).run(ctx)
+		wall, cpu, err := (shellCmd{dir: proj, script: script, args: []string{makeProg}}).run(ctx)
 		res.Metrics[metric] = wall.Seconds()
 		res.Wall += wall
 		res.WorkloadCPU += cpu
