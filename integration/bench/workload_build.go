@@ -187,16 +187,6 @@ func buildOutputs(n int) []string {
 	return out
 }
 
-// ccVersion is the first line of cc --version, which keys the reference
-// build in the cache.
-func ccVersion(ctx context.Context, cc string) (string, error) {
-	var out bytes.Buffer
-	if _, _, err := (shellCmd{dir: "/", script: `exec "$1" --version`, args: []string{cc}, stdout: &out}).run(ctx); err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(firstLine(out.String())), nil
-}
-
 func (w *Build) Prepare(ctx context.Context, env *Env) error {
 	makeProg, cc, err := needBuildTools()
 	if err != nil {
@@ -206,7 +196,7 @@ func (w *Build) Prepare(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	version, err := ccVersion(ctx, cc)
+	version, err := programVersion(ctx, cc, nil)
 	if err != nil {
 		return err
 	}

@@ -59,17 +59,6 @@ func gitCmd(dir, script string, args ...string) shellCmd {
 	return shellCmd{dir: dir, script: script, args: args, env: gitEnv}
 }
 
-// gitVersion is git --version, which keys the repository in the cache.
-func gitVersion(ctx context.Context, git string) (string, error) {
-	var out bytes.Buffer
-	c := gitCmd("/", `exec "$1" --version`, git)
-	c.stdout = &out
-	if _, _, err := c.run(ctx); err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(out.String()), nil
-}
-
 func needGit() (string, error) {
 	if p := lookProgram("git", false); p != "" {
 		return p, nil
@@ -86,7 +75,7 @@ func (w *Git) Prepare(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	version, err := gitVersion(ctx, git)
+	version, err := programVersion(ctx, git, gitEnv)
 	if err != nil {
 		return err
 	}

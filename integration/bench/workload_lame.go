@@ -61,15 +61,15 @@ const (
 // progress output.
 var lameArgs = []string{"-h", "--quiet"}
 
-// lameVersion is the first line of lame --version, which keys the
-// reference MP3 in the cache.
-func lameVersion(ctx context.Context, lame string) (string, error) {
+// programVersion is the first line of PROG --version (run with env added
+// to the environment), which keys what a workload built with PROG in the
+// cache: lame's reference MP3, git's repository, cc's reference build.
+func programVersion(ctx context.Context, prog string, env []string) (string, error) {
 	var out bytes.Buffer
-	if _, _, err := (shellCmd{dir: "/", script: `exec "$1" --version`, args: []string{lame}, stdout: &out}).run(ctx); err != nil {
+	if _, _, err := (shellCmd{dir: "/", script: `exec "$1" --version`, args: []string{prog}, stdout: &out, env: env}).run(ctx); err != nil {
 		return "", err
 	}
-	line, _, _ := strings.Cut(out.String(), "\n")
-	return strings.TrimSpace(line), nil
+	return strings.TrimSpace(firstLine(out.String())), nil
 }
 
 func (w *Lame) Prepare(ctx context.Context, env *Env) error {
@@ -80,7 +80,7 @@ func (w *Lame) Prepare(ctx context.Context, env *Env) error {
 	version := ""
 	lame := lookProgram("lame", w.noPrograms)
 	if lame != "" {
-		if version, err = lameVersion(ctx, lame); err != nil {
+		if version, err = programVersion(ctx, lame, nil); err != nil {
 			return err
 		}
 	}
