@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -380,26 +379,9 @@ func startBlockdevBackground(cmd *cobra.Command, p *blockdevPlan, pass []byte) e
 // with the passphrase from stdin, serves and reports on fd 3 ("ok" is
 // followed by the volume's description for the parent's message).
 func runBlockdevChild(f blockdevOpenFlags, imageArg, mntArg string) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(readyFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return usageErrorf("--%s is internal to 'blockdev open --background'", childFlag)
-	}
-	syscall.CloseOnExec(readyFD)
-	ready := os.NewFile(readyFD, "readiness pipe")
-	reported := false
-	report := func(line string) {
-		if !reported {
-			reported = true
-			fmt.Fprintln(ready, line)
-			ready.Close()
-		}
-	}
-	err := blockdevChild(f, imageArg, mntArg, report)
-	if err != nil {
-		report(fmt.Sprintf("err %d %s", exitCode(err), oneLine(err.Error())))
-	}
-	report("err 1 background process ended without serving the volume")
-	return err
+	return runChild("blockdev open --background", "background process ended without serving the volume", func(report func(string)) error {
+		return blockdevChild(f, imageArg, mntArg, report)
+	})
 }
 
 func blockdevChild(f blockdevOpenFlags, imageArg, mntArg string, report func(string)) error {

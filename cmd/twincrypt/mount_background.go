@@ -173,9 +173,21 @@ func parseChildError(line string) (int, string, bool) {
 // the child must not trust that nothing changed), unlocks with the
 // passphrase from stdin, mounts and reports on fd 3.
 func runMountChild(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
+	return runChild("mount --background", "background mount process ended without mounting", func(report func(string)) error {
+		return mountChild(f, lowerArg, mntArg, func() { report("ok") })
+	})
+}
+
+// runChild runs serve, the work of a background process that its parent
+// started (what) with the readiness pipe as fd 3, and reports on the pipe
+// once: the first line serve reports ("ok ..."), else serve's error as
+// "err CODE MESSAGE", else that the process ended without doing its work
+// (ended). A process started by hand with the internal flag and no pipe
+// gets a usage error.
+func runChild(what, ended string, serve func(report func(string)) error) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(readyFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return usageErrorf("--%s is internal to 'mount --background'", childFlag)
+		return usageErrorf("--%s is internal to '%s'", childFlag, what)
 	}
 	// Whatever the child execs (fusermount3) must not inherit the pipe, or
 	// the parent would not see EOF if the child died.
@@ -189,11 +201,11 @@ func runMountChild(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) er
 			ready.Close()
 		}
 	}
-	err := mountChild(f, lowerArg, mntArg, func() { report("ok") })
+	err := serve(report)
 	if err != nil {
 		report(fmt.Sprintf("err %d %s", exitCode(err), oneLine(err.Error())))
 	}
-	report("err 1 background mount process ended without mounting")
+	report("err 1 " + ended)
 	return err
 }
 
