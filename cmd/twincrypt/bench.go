@@ -210,45 +210,13 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	if f.out != "" {
-		// Refuse an unwritable --out now, not after the bench.
-		if err := os.MkdirAll(f.out, 0o755); err != nil {
-			return usageErrorf("--out: %v", err)
-		}
-	}
-
-	// Ctrl-C and SIGTERM cancel the bench; the runner then unmounts and
-	// cleans up. The signals stay caught until then, so that a second
-	// Ctrl-C cannot kill the bench with its mounts in place.
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		for range sigs {
-			if ctx.Err() == nil {
-				fmt.Fprintln(stderr, "\ninterrupted: unmounting and cleaning up …")
-			}
-			cancel()
-		}
-	}()
-
-	ws, err := bench.NewWorkspace(f.on)
+	run, err := startBench(cmd.Context(), f, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "work directory %s: %s\n", ws.Dir, ws.Desc)
+	defer func() { err = run.end(err) }()
+	ctx, ws := run.ctx, run.ws
 	fmt.Fprintf(stderr, "our mounts run this binary: %s\n", exe)
-	defer func() {
-		if f.keep {
-			fmt.Fprintf(stderr, "kept the work directory %s (%s)\n", ws.Dir, ws.Desc)
-			return
-		}
-		if cerr := ws.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("bench: remove work directory: %w", cerr))
-		}
-	}()
 
 	machine := bench.DetectMachine()
 	machine.Twincrypt = buildVersion()
@@ -319,4 +287,59 @@ func summaryWidth(w io.Writer) int {
 		}
 	}
 	return 160
+}
+
+// benchRun is what a bench and a scale run share around the runner: --out
+// made before the run (an unwritable one refused now, not after it), a
+// context that Ctrl-C and SIGTERM cancel (the runner then unmounts and
+// cleans up; the signals stay caught until end, so that a second Ctrl-C
+// cannot kill the bench with its mounts in place), and the work directory.
+type benchRun struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	sigs   chan os.Signal
+	ws     *bench.Workspace
+	keep   bool
+	stderr io.Writer
+}
+
+func startBench(parent context.Context, f benchFlags, stderr io.Writer) (*benchRun, error) {
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return nil, usageErrorf("--out: %v", err)
+		}
+	}
+	ws, err := bench.NewWorkspace(f.on)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "work directory %s: %s\n", ws.Dir, ws.Desc)
+	ctx, cancel := context.WithCancel(parent)
+	r := &benchRun{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 1), ws: ws, keep: f.keep, stderr: stderr}
+	signal.Notify(r.sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for range r.sigs {
+			if ctx.Err() == nil {
+				fmt.Fprintln(stderr, "\ninterrupted: unmounting and cleaning up …")
+			}
+			cancel()
+		}
+	}()
+	return r, nil
+}
+
+// end releases the signals and the context, and removes the work
+// directory (or says where it was kept with --keep); err is the run's
+// error, returned with the removal's joined to it.
+func (r *benchRun) end(err error) error {
+	signal.Stop(r.sigs)
+	r.cancel()
+	if r.keep {
+		fmt.Fprintf(r.stderr, "kept the work directory %s (%s)\n", r.ws.Dir, r.ws.Desc)
+		return err
+	}
+	if cerr := r.ws.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("bench: remove work directory: %w", cerr))
+	}
+	return err
 }

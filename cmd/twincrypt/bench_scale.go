@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -58,38 +55,12 @@ func runBenchScale(cmd *cobra.Command, f benchFlags) (err error) {
 	if cmd.Flags().Changed("repeat") {
 		repeat = f.repeat
 	}
-	if f.out != "" {
-		if err := os.MkdirAll(f.out, 0o755); err != nil {
-			return usageErrorf("--out: %v", err)
-		}
-	}
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		for range sigs {
-			if ctx.Err() == nil {
-				fmt.Fprintln(stderr, "\ninterrupted: unmounting and cleaning up …")
-			}
-			cancel()
-		}
-	}()
-	ws, err := bench.NewWorkspace(f.on)
+	run, err := startBench(cmd.Context(), f, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "work directory %s: %s\n", ws.Dir, ws.Desc)
-	defer func() {
-		if f.keep {
-			fmt.Fprintf(stderr, "kept the work directory %s (%s)\n", ws.Dir, ws.Desc)
-			return
-		}
-		if cerr := ws.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("bench: remove work directory: %w", cerr))
-		}
-	}()
+	defer func() { err = run.end(err) }()
+	ctx, ws := run.ctx, run.ws
 	machine := bench.DetectMachine()
 	machine.Twincrypt = buildVersion()
 	args := append([]string{"twincrypt"}, os.Args[1:]...)
