@@ -43,7 +43,10 @@ func newBenchCmd() *cobra.Command {
 		Long: `Run the source articles' workloads on every layer and print what each costs.
 
 Targets (in this order, interleaved: every workload runs on all of them in
-turn, repeat after repeat, so that a noisy machine's drift hits all alike):
+turn, repeat after repeat, so that a noisy machine's drift hits all alike;
+each repeat starts one target later, so that none always runs right after
+the same other one, and every run starts after a syncfs of the work
+filesystem):
 
   native             a plain directory (the baseline)
   twin               twincrypt's passthrough twin: the same FUSE code, no cipher

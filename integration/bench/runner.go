@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,7 +137,11 @@ const cleanupTimeout = 2 * time.Minute
 
 // RunBench runs every workload on every target, c.Repeat times, targets
 // interleaved within each workload (A B C A B C …) so that a noisy
-// machine's drift hits all of them alike. Every run mounts, runs in a
+// machine's drift hits all of them alike, each repeat starting one target
+// further on (A B C, then B C A, C A B) so that no target always runs
+// right after the same other one (on a disk-backed LOWER the run before
+// leaves the filesystem's journal and writeback busy; each run also
+// starts after a syncfs of the work filesystem, untimed). Every run mounts, runs in a
 // fresh directory and unmounts: each starts cold, and our daemons'
 // summaries cover exactly one run. A run that fails is recorded with its
 // error and the bench goes on. Whatever happens, every target is cleaned
@@ -255,7 +260,7 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 			p.ETA(r-1, c.Repeat, took, took/time.Duration(r-1)*time.Duration(c.Repeat-r+1))
 		}
 		for wi, w := range c.Workloads {
-			for _, t := range targets {
+			for _, t := range rotate(targets, r-1) {
 				if ctx.Err() != nil {
 					res.Interrupted = true
 					return res, ctx.Err()
@@ -284,8 +289,31 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 	return res, nil
 }
 
+// rotate returns ts starting at index k (mod its length), wrapping around.
+func rotate[T any](ts []T, k int) []T {
+	if len(ts) == 0 {
+		return ts
+	}
+	k %= len(ts)
+	return append(slices.Clone(ts[k:]), ts[:k]...)
+}
+
+// settle writes back what earlier runs left dirty on the filesystem of
+// dir (syncfs(2); nothing to do on tmpfs), so that a run on a disk-backed
+// LOWER does not pay for the writeback and the journal commits of the run
+// before it. Best effort: a run is not refused for it.
+func settle(dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	_ = unix.Syncfs(fd)
+}
+
 // runOne mounts t, runs w in a fresh directory, unmounts, and fills in run.
 func runOne(ctx context.Context, t Target, w Workload, env *Env, run *Run) {
+	settle(env.Cache)
 	// Unmounting must happen even when ctx was cancelled mid-run.
 	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()

@@ -202,9 +202,12 @@ func TestRunnerInterleavesAndCleansUp(t *testing.T) {
 			runs = append(runs, e)
 		}
 	}
+	// Interleaved within each workload; the second repeat starts one
+	// target further on, so that no target always runs right after the
+	// same other one.
 	want := []string{
 		"run w1 native", "run w1 twin", "run w1 crypt", "run w2 native", "run w2 twin", "run w2 crypt",
-		"run w1 native", "run w1 twin", "run w1 crypt", "run w2 native", "run w2 twin", "run w2 crypt",
+		"run w1 twin", "run w1 crypt", "run w1 native", "run w2 twin", "run w2 crypt", "run w2 native",
 	}
 	if !reflect.DeepEqual(runs, want) {
 		t.Errorf("run order\n got %q\nwant %q", runs, want)
@@ -586,5 +589,20 @@ func TestRunLabelAligned(t *testing.T) {
 		if len(l) != width || strings.Index(l, "twin") != strings.Index(runLabel(Run{Target: "twin", Workload: "seqwrite", Repeat: 1}, 1, 9, true), "twin") {
 			t.Errorf("label %q out of line (width %d, want %d)", l, len(l), width)
 		}
+	}
+}
+
+func TestRotate(t *testing.T) {
+	ts := []string{"a", "b", "c"}
+	for k, want := range [][]string{{"a", "b", "c"}, {"b", "c", "a"}, {"c", "a", "b"}, {"a", "b", "c"}, {"b", "c", "a"}} {
+		if got := rotate(ts, k); !reflect.DeepEqual(got, want) {
+			t.Errorf("rotate(%q, %d) = %q, want %q", ts, k, got, want)
+		}
+	}
+	if !reflect.DeepEqual(ts, []string{"a", "b", "c"}) {
+		t.Errorf("rotate changed its argument: %q", ts)
+	}
+	if got := rotate([]string(nil), 2); len(got) != 0 {
+		t.Errorf("rotate(nil, 2) = %q", got)
 	}
 }
