@@ -188,10 +188,13 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (*ScaleResults, error) {
 	for _, n := range cfg.Counts {
 		for _, shape := range cfg.Shapes {
 			for r := 0; r < repeat; r++ {
-				for _, t := range targets {
+				// As RunBench: each repeat starts one target later, and
+				// after a syncfs of the work filesystem.
+				for _, t := range rotate(targets, r) {
 					if ctx.Err() != nil {
 						return res, ctx.Err()
 					}
+					settle(cfg.Work)
 					work := filepath.Join(cfg.Work, fmt.Sprintf("scale-%s-%s-%d-%d", t.Name(), shape, n, r))
 					steps, err := scaleRun(ctx, t, work, shape, n, cfg.Ops, func(s ScaleStep) {
 						logf("%-10s %-4s %8d  %-9s %9.3f s %8.2f µs/file  found %-8d  daemon CPU %7.2f µs/file  RSS %7.1f MiB (peak %.1f)%s",
