@@ -139,10 +139,11 @@ const cleanupTimeout = 2 * time.Minute
 // interleaved within each workload (A B C A B C …) so that a noisy
 // machine's drift hits all of them alike, each repeat starting one target
 // further on (A B C, then B C A, C A B) so that no target always runs
-// right after the same other one (on a disk-backed LOWER the run before
-// leaves the filesystem's journal and writeback busy; each run also
-// starts after a syncfs of the work filesystem, untimed). Every run mounts, runs in a
-// fresh directory and unmounts: each starts cold, and our daemons'
+// right after the same other one: on a disk-backed LOWER a run's figures
+// depend on what the run before left the filesystem doing
+// (docs/bench-2026-12-03-ext4). Each run also starts after a syncfs of
+// the work filesystem, untimed. Every run mounts, runs in a fresh
+// directory and unmounts: each starts cold, and our daemons'
 // summaries cover exactly one run. A run that fails is recorded with its
 // error and the bench goes on. Whatever happens, every target is cleaned
 // up before RunBench returns; when ctx is cancelled it returns the results
