@@ -260,8 +260,9 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 			took := time.Since(runsStart)
 			p.ETA(r-1, c.Repeat, took, took/time.Duration(r-1)*time.Duration(c.Repeat-r+1))
 		}
+		order := rotate(targets, r-1)
 		for wi, w := range c.Workloads {
-			for _, t := range rotate(targets, r-1) {
+			for _, t := range order {
 				if ctx.Err() != nil {
 					res.Interrupted = true
 					return res, ctx.Err()

@@ -415,3 +415,14 @@ func (c *cachedInputs) load(env *Env, cache func(*Env) (string, error)) (*cacheM
 	c.meta, c.dir = m, cdir
 	return m, cdir, nil
 }
+
+// programVersion is the first line of PROG --version (run with env added
+// to the environment), which keys what a workload built with PROG in the
+// cache: lame's reference MP3, git's repository, cc's reference build.
+func programVersion(ctx context.Context, prog string, env []string) (string, error) {
+	var out bytes.Buffer
+	if _, _, err := (shellCmd{dir: "/", script: `exec "$1" --version`, args: []string{prog}, stdout: &out, env: env}).run(ctx); err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(firstLine(out.String())), nil
+}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"compress/flate"
 	"context"
 	"crypto/sha256"
@@ -60,17 +59,6 @@ const (
 // lameArgs are the options of every encode: Phoronix's -h, and no
 // progress output.
 var lameArgs = []string{"-h", "--quiet"}
-
-// programVersion is the first line of PROG --version (run with env added
-// to the environment), which keys what a workload built with PROG in the
-// cache: lame's reference MP3, git's repository, cc's reference build.
-func programVersion(ctx context.Context, prog string, env []string) (string, error) {
-	var out bytes.Buffer
-	if _, _, err := (shellCmd{dir: "/", script: `exec "$1" --version`, args: []string{prog}, stdout: &out, env: env}).run(ctx); err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(firstLine(out.String())), nil
-}
 
 func (w *Lame) Prepare(ctx context.Context, env *Env) error {
 	cdir, err := w.cache(env)
