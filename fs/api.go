@@ -191,25 +191,51 @@ func mountRoot(mnt string, o Options) (*root, *fuse.Server, error) {
 // serve mounts r at mnt with o's mount options and starts serving. wrap,
 // when not nil, wraps the raw filesystem (tests use it to watch requests).
 func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.RawFileSystem) (*fuse.Server, error) {
+	opts := r.nodeOptions(o)
+	raw, err := r.rawFS(opts, wrap)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	asked, releaseParam, ringErr := askForRing(o, &opts.MountOptions)
+	shown := kernelMountPoint(mnt)
+	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
+	if err != nil {
+		if releaseParam != nil {
+			releaseParam()
+		}
+		r.close()
+		return nil, fmt.Errorf("mount %s: %w", mnt, err)
+	}
+	var ring *uring.Transport
+	if releaseParam != nil {
+		ring, ringErr = startRingFunc(srv, raw, &opts.MountOptions, o.UringDepth, o.Log)
+		releaseParam()
+		if ringErr != nil && ringHoldsConnection(srv, ringErr) {
+			err := dropStuckConnection(srv, mnt, ringErr)
+			r.close()
+			return nil, err
+		}
+	}
+	go srv.Serve()
+	if err := r.waitMount(srv, o, ring, mnt); err != nil {
+		return nil, err
+	}
+	if o.ringFallback != "" {
+		asked, ringErr = TransportUring, errors.New(o.ringFallback)
+	}
+	endTransport := finishTransport(srv, o, asked, ring, ringErr, mnt)
+	raiseReadahead(shown, opts.MaxReadAhead, o.Log)
+	r.closeAtEnd(srv, endTransport)
+	return srv, nil
+}
+
+// nodeOptions are the mount options and kernel capabilities o asks for;
+// it also sets the cache lifetime r's replies carry.
+func (r *root) nodeOptions(o Options) *fs.Options {
 	fsName := o.FSName
 	if fsName == "" {
 		fsName = o.Lower
-	}
-	// The daemon does every operation as root (or as the mounting user):
-	// the kernel must check permissions against the file modes, or with
-	// allow_other any user could read any file. Also on a mount only
-	// root may use: FUSE lets in any caller whose uids are root's, also
-	// one acting with another fsuid (setfsuid, as file servers do) or
-	// without CAP_DAC_OVERRIDE, and such a caller must get EACCES where
-	// it would natively. (Without it the kernel would not ask GETATTR of
-	// a directory after each change in it before the next check: one
-	// round trip per file created or removed, docs/requests.md.)
-	mountOpts := []string{"default_permissions"}
-	if o.ReadOnly {
-		mountOpts = append(mountOpts, "ro")
-	}
-	if o.NoExec {
-		mountOpts = append(mountOpts, "noexec")
 	}
 	ttl := CacheTimeout
 	if o.SharedStorage {
@@ -227,7 +253,7 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 			DirectMount:  os.Geteuid() == 0,
 			Debug:        o.Debug,
 			Logger:       o.DebugLog,
-			Options:      mountOpts,
+			Options:      mountFlags(o),
 			// Every change of a file's content goes through this daemon
 			// (LOWER is not changed behind a running mount), so the
 			// kernel's page cache of a file stays right until we say
@@ -251,15 +277,43 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if err := syscall.Fstat(r.main.rootFd, &rootSt); err == nil {
 		opts.RootStableAttr = &fs.StableAttr{Ino: r.stableAttr(&rootSt, 0).Ino}
 	}
+	askCapabilities(o, &opts.MountOptions)
+	return opts
+}
+
+// mountFlags are the options mount(2) gets.
+func mountFlags(o Options) []string {
+	// The daemon does every operation as root (or as the mounting user):
+	// the kernel must check permissions against the file modes, or with
+	// allow_other any user could read any file. Also on a mount only
+	// root may use: FUSE lets in any caller whose uids are root's, also
+	// one acting with another fsuid (setfsuid, as file servers do) or
+	// without CAP_DAC_OVERRIDE, and such a caller must get EACCES where
+	// it would natively. (Without it the kernel would not ask GETATTR of
+	// a directory after each change in it before the next check: one
+	// round trip per file created or removed, docs/requests.md.)
+	flags := []string{"default_permissions"}
+	if o.ReadOnly {
+		flags = append(flags, "ro")
+	}
+	if o.NoExec {
+		flags = append(flags, "noexec")
+	}
+	return flags
+}
+
+// askCapabilities adds to mo the FUSE capabilities the INIT reply asks of
+// the kernel (all but the ring, askForRing).
+func askCapabilities(o Options, mo *fuse.MountOptions) {
 	// The kernel leaves the clearing of set-user-ID bits on write to us
 	// and stops asking GETXATTR security.capability before each write.
-	opts.MountOptions.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	// An open(O_TRUNC) of an existing file is one OPEN that carries
 	// O_TRUNC (FUSE_ATOMIC_O_TRUNC), not an OPEN and a SETATTR of size 0:
 	// the daemon truncates once it has checked that the lower file is the
 	// node's own (newFile), and clears set-user-ID bits as the kernel
 	// asks (killPriv.Open).
-	opts.MountOptions.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
+	mo.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
 	// POSIX ACLs, stored as the lower files' own ACLs, are enforced by
 	// the kernel (which caches them per inode); it leaves the umask to
 	// us (DONT_MASK), because a default ACL overrides it (see umask.go).
@@ -271,54 +325,67 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	// a created entry as new; TestSymlinkCacheInodeReuse). Not with
 	// shared storage, where a symlink made behind the mount, looked up,
 	// could be taken for such a deleted one's node.
-	opts.MountOptions.EnableSymlinkCaching = !o.SharedStorage
+	mo.EnableSymlinkCaching = !o.SharedStorage
 	// With NoXattr (go-fuse's DisableXAttrs: ENOSYS) there are no ACLs,
 	// and the kernel applies the umask.
 	if o.NoXattr {
-		opts.MountOptions.DisableXAttrs = true
+		mo.DisableXAttrs = true
 	} else {
-		opts.MountOptions.EnableAcl = true
-		opts.MountOptions.ExtraCapabilities |= fuse.CAP_DONT_MASK
+		mo.EnableAcl = true
+		mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	}
 	switch o.Readdir {
 	case ReaddirAuto:
 		// The kernel asks READDIRPLUS for the first reply of a listing
 		// and for those after which a program used an entry it got
 		// so; plain READDIR otherwise.
-		opts.MountOptions.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
+		mo.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
 	case ReaddirPlain:
-		opts.MountOptions.DisableReadDirPlus = true
+		mo.DisableReadDirPlus = true
 	}
+}
+
+// rawFS is the node tree as go-fuse's raw filesystem, with the request
+// filters every mount has (umask, set-user-ID clearing) and wrap's.
+func (r *root) rawFS(opts *fs.Options, wrap func(fuse.RawFileSystem) fuse.RawFileSystem) (fuse.RawFileSystem, error) {
 	var raw fuse.RawFileSystem = &umaskRaw{&killPriv{fs.NewNodeFS(r.rootNode, opts)}}
 	if r.twin != nil {
 		// After NewNodeFS: the root node lists like any other.
 		if err := r.checkMirror(); err != nil {
-			r.close()
 			return nil, err
 		}
 	}
 	if wrap != nil {
 		raw = wrap(raw)
 	}
-	// The ring is asked for in the INIT reply, which go-fuse sends
-	// inside NewServer: FUSE_OVER_IO_URING goes in as an extra
-	// capability (granted only if the kernel offers it, that is if
-	// enable_uring is on). From then on the kernel holds every request
-	// until all queues are registered, WaitMount's included: the queues
-	// register between NewServer and Serve.
-	asked := o.Transport
+	return raw, nil
+}
+
+// askForRing returns the transport o asks for and, when that is the ring
+// and enable_uring could be had, asks for it in mo: the ring is asked for
+// in the INIT reply, which go-fuse sends inside NewServer, as an extra
+// capability (granted only if the kernel offers it, that is if
+// enable_uring is on). From then on the kernel holds every request until
+// all queues are registered, WaitMount's included: the queues register
+// between NewServer and Serve. releaseParam, when not nil, gives the
+// parameter back once the queues are up (or failed); ringErr says why the
+// ring was not asked for.
+func askForRing(o Options, mo *fuse.MountOptions) (asked string, releaseParam func(), ringErr error) {
+	asked = o.Transport
 	if asked == "" {
 		asked = DefaultTransport
 	}
-	var releaseParam func()
-	var ringErr error
 	if asked != TransportDev {
 		if releaseParam, ringErr = acquireUringParam(o.Log); ringErr == nil {
-			opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+			mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 		}
 	}
-	// The mount point as the kernel will show it in mountinfo, resolved
-	// while it is still a plain directory (see raiseReadahead).
+	return asked, releaseParam, ringErr
+}
+
+// kernelMountPoint is mnt as the kernel will show it in mountinfo,
+// resolved while it is still a plain directory (see raiseReadahead).
+func kernelMountPoint(mnt string) string {
 	shown := mnt
 	if abs, err := filepath.Abs(mnt); err == nil {
 		shown = abs
@@ -326,66 +393,51 @@ func (r *root) serve(mnt string, o Options, wrap func(fuse.RawFileSystem) fuse.R
 	if p, err := filepath.EvalSymlinks(shown); err == nil {
 		shown = p
 	}
-	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
-	if err != nil {
-		if releaseParam != nil {
-			releaseParam()
+	return shown
+}
+
+// waitMount waits, unless o is the daemon's, until the mount answers.
+// The mount is up: on Linux go-fuse mounts (mount(2) or fusermount)
+// inside NewServer, before it answers INIT. What srv.WaitMount adds
+// is go-fuse's poll hack: an open and a poll of a file on the new
+// mount, so that the kernel learns at once that POLL is not
+// implemented. A process that opens files on its own mount needs it:
+// Go registers every file it opens with epoll, epoll_ctl sends a POLL
+// and waits for it holding a P the garbage collector cannot stop, and
+// a stop-the-world then waits for ever while the readers that would
+// answer are stopped (seen in our tests). twincrypt's daemon never
+// opens its own mount (Options.Daemon), and it must not make any
+// request on it: a daemon killed while one of its own threads waits
+// on a request of its own ring never exits (Linux 6.18,
+// docs/uring.md). Its clients' first poll gets ENOSYS all the same.
+func (r *root) waitMount(srv *fuse.Server, o Options, ring *uring.Transport, mnt string) error {
+	if o.Daemon {
+		return nil
+	}
+	if err := srv.WaitMount(); err != nil {
+		// The serve loop ends by itself when the mount never came up.
+		if ring != nil {
+			ring.Stop()
+			ring.Wait()
 		}
 		r.close()
-		return nil, fmt.Errorf("mount %s: %w", mnt, err)
+		return fmt.Errorf("mount %s: %w", mnt, err)
 	}
-	var ring *uring.Transport
-	if releaseParam != nil {
-		ring, ringErr = startRingFunc(srv, raw, &opts.MountOptions, o.UringDepth, o.Log)
-		releaseParam()
-		if ringErr != nil && ringHoldsConnection(srv, ringErr) {
-			err := dropStuckConnection(srv, mnt, ringErr)
-			r.close()
-			return nil, err
-		}
-	}
-	// The mount is up: on Linux go-fuse mounts (mount(2) or fusermount)
-	// inside NewServer, before it answers INIT. What srv.WaitMount adds
-	// is go-fuse's poll hack: an open and a poll of a file on the new
-	// mount, so that the kernel learns at once that POLL is not
-	// implemented. A process that opens files on its own mount needs it:
-	// Go registers every file it opens with epoll, epoll_ctl sends a POLL
-	// and waits for it holding a P the garbage collector cannot stop, and
-	// a stop-the-world then waits for ever while the readers that would
-	// answer are stopped (seen in our tests). twincrypt's daemon never
-	// opens its own mount (Options.Daemon), and it must not make any
-	// request on it: a daemon killed while one of its own threads waits
-	// on a request of its own ring never exits (Linux 6.18,
-	// docs/uring.md). Its clients' first poll gets ENOSYS all the same.
-	go srv.Serve()
-	if !o.Daemon {
-		if err := srv.WaitMount(); err != nil {
-			// The serve loop ends by itself when the mount never came up.
-			if ring != nil {
-				ring.Stop()
-				ring.Wait()
-			}
-			r.close()
-			return nil, fmt.Errorf("mount %s: %w", mnt, err)
-		}
-	}
-	if o.ringFallback != "" {
-		asked, ringErr = TransportUring, errors.New(o.ringFallback)
-	}
-	endTransport := finishTransport(srv, o, asked, ring, ringErr, mnt)
-	raiseReadahead(shown, opts.MaxReadAhead, o.Log)
+	return nil
+}
+
+// closeAtEnd ends the transport and releases r's descriptors once the
+// last request is served, and marks srv's end for Wait.
+func (r *root) closeAtEnd(srv *fuse.Server, endTransport func()) {
 	ended := make(chan struct{})
 	ends.Store(srv, ended)
 	go func() {
-		// Once the last request is served, the ring ends and the root
-		// descriptors go.
 		srv.Wait()
 		endTransport()
 		r.close()
 		close(ended)
 		ends.Delete(srv)
 	}()
-	return srv, nil
 }
 
 // close releases the lower root descriptors of the sides.

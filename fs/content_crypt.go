@@ -495,175 +495,253 @@ func (c *cryptIO) writeOwned(a *acct, h *ioState, fd int, src []byte, off int64)
 // boundary leaves after it.
 var emptyTail [trailer]byte
 
+// write stores src at off: it reads what the write keeps of the units it
+// touches in part, encrypts the units, and stores them (with the file's
+// header when it is new) in one pwrite.
 func (c *cryptIO) write(a *acct, h *ioState, fd int, src []byte, off int64) (int, syscall.Errno) {
 	if len(src) == 0 {
 		return 0, 0
 	}
-	oldSize := h.size
-	end := off + int64(len(src))
-	newSize := max(oldSize, end)
-	e0, e1 := off/extentSize, (end-1)/extentSize
-	// The old tail's plaintext, if cached; from here the cache is invalid
-	// until this write has succeeded (tailSize is set at the end).
-	var cached []byte
+	w := c.planWrite(h, src, off)
+	defer w.release()
+	var errno syscall.Errno
+	if w.fresh, errno = c.headerTo(a, h, fd, w.whole[:headerSize], w.e0 == 0); errno != 0 {
+		return 0, errno
+	}
+	if errno := c.keepOldTail(a, h, fd, w); errno != 0 {
+		return 0, errno
+	}
+	if errno := c.readPartialUnits(a, h, fd, w); errno != 0 {
+		return 0, errno
+	}
+	direct := w.copyIn()
+	t0 := a.now()
+	newTail := c.encryptUnits(h, w, direct)
+	a.cryptoSince(t0)
+	if stored, err := w.store(a, fd); err != nil {
+		return c.failedWrite(a, h, fd, w, stored, err)
+	}
+	h.size = w.newSize
+	if newTail || w.cached != nil && w.e1 < w.eOld {
+		// The tail as written now, or as cached before if this write
+		// ended in an earlier extent (and so did not grow the file).
+		h.tailSize = w.newSize
+	}
+	return len(src), 0
+}
+
+// cryptWrite is one write of src at off, as planned: the units it
+// rewrites, what it needs of the file's old state, and the buffer the
+// units are made in.
+type cryptWrite struct {
+	src              []byte
+	off, end         int64
+	oldSize, newSize int64
+	e0, e1           int64 // the first and last unit the write rewrites
+	eOld             int64 // the old last unit
+	grow             bool  // the write ends past the old size
+	// cached is the old tail's plaintext, if cached; oldTail that of the
+	// old last unit, read before a write that grows the file past a
+	// partial one rewrites it, to be put back should the write fail
+	// (undoGrow).
+	cached, oldTail []byte
+	whole           []byte // room for the header, then buf
+	buf             []byte // units e0..e1 (and an empty tail unit): plaintext, then ciphertext
+	fresh           bool   // whole begins with the file's new header
+	pooled          []*[]byte
+}
+
+// planWrite works out the units a write of src at off rewrites and takes
+// the buffer for them. From here the tail cache is invalid until the
+// write has succeeded (tailSize is set at the end).
+func (c *cryptIO) planWrite(h *ioState, src []byte, off int64) *cryptWrite {
+	w := &cryptWrite{src: src, off: off, end: off + int64(len(src)), oldSize: h.size}
+	w.newSize = max(w.oldSize, w.end)
+	w.grow = w.end > w.oldSize
+	w.e0, w.e1 = off/extentSize, (w.end-1)/extentSize
+	w.eOld = w.oldSize / extentSize
 	if !c.noTail {
-		cached = h.cachedTail(oldSize)
+		w.cached = h.cachedTail(w.oldSize)
 	}
 	h.dropTail()
-	total := int(e1-e0)*extentSize + content.UnitSize(e1, newSize)
+	total := int(w.e1-w.e0)*extentSize + content.UnitSize(w.e1, w.newSize)
 	// A write that grows the file to an extent boundary ends in an empty
 	// last extent: its tail unit is the 16-byte trailer, stored as zeros
 	// (an all-zero unit reads as a hole, i.e. as the zero trailer).
-	zeroTrailer := end > oldSize && newSize%extentSize == 0
-	if zeroTrailer {
+	if w.grow && w.newSize%extentSize == 0 {
 		total += trailer
 	}
 	// buf follows room for the header, which precedes extent 0: a
 	// file's first write from offset 0 (a new file's, mostly) carries
 	// its new header, one pwrite, not two.
-	p, whole := getBuf(headerSize + total)
-	defer putBuf(p)
-	buf := whole[headerSize:]
-	fresh, errno := c.headerTo(a, h, fd, whole[:headerSize], e0 == 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	// A write that grows the file rewrites its old tail unit (as part of
-	// the written range, or as a full extent, promoteTail): the old last
-	// extent's data is read first, once, to be put back should the write
-	// fail (undoGrow).
-	grow := end > oldSize
-	eOld := oldSize / extentSize
-	var oldTail []byte
-	if grow && oldSize%extentSize != 0 {
-		tp, t := getBuf(2 * (extentSize + trailer))
-		defer putBuf(tp)
-		n := copy(t, cached)
-		if cached == nil {
-			var errno syscall.Errno
-			if n, errno = c.readUnit(a, h, fd, eOld, oldSize, t, t[extentSize+trailer:]); errno != 0 {
-				return 0, errno
-			}
-		}
-		oldTail = t[:n]
-	}
-	if grow && oldTail != nil && eOld < e0 {
-		// The old last extent stays outside the written range but stops
-		// being the last: store it as a full extent.
-		if errno := c.storeFull(a, h, fd, oldSize, oldTail); errno != 0 {
-			c.failedGrow(a, h, fd, e0, off, end, oldSize, oldTail, 0, false)
-			return 0, errno
-		}
-	}
+	w.whole = w.getBuf(headerSize + total)
+	w.buf = w.whole[headerSize:]
+	return w
+}
 
-	// Units the write does not cover completely keep their old bytes.
-	partial := [2]int64{e0, e1}
+func (w *cryptWrite) getBuf(n int) []byte {
+	p, b := getBuf(n)
+	w.pooled = append(w.pooled, p)
+	return b
+}
+
+func (w *cryptWrite) release() {
+	for _, p := range w.pooled {
+		putBuf(p)
+	}
+}
+
+// keepOldTail reads the old last unit before a write that grows the file
+// rewrites it (as part of the written range, or as a full extent): once,
+// to be put back should the write fail. If that unit lies before the
+// written range, it stops being the last: it is stored now as a full
+// extent (promoteTail).
+func (c *cryptIO) keepOldTail(a *acct, h *ioState, fd int, w *cryptWrite) syscall.Errno {
+	if !w.grow || w.oldSize%extentSize == 0 {
+		return 0
+	}
+	t := w.getBuf(2 * (extentSize + trailer))
+	n := copy(t, w.cached)
+	if w.cached == nil {
+		var errno syscall.Errno
+		if n, errno = c.readUnit(a, h, fd, w.eOld, w.oldSize, t, t[extentSize+trailer:]); errno != 0 {
+			return errno
+		}
+	}
+	w.oldTail = t[:n]
+	if w.eOld < w.e0 {
+		if errno := c.storeFull(a, h, fd, w.oldSize, w.oldTail); errno != 0 {
+			c.failedGrow(a, h, fd, w.e0, w.off, w.end, w.oldSize, w.oldTail, 0, false)
+			return errno
+		}
+	}
+	return 0
+}
+
+// readPartialUnits puts into buf the old plaintext of the first and last
+// units, where the write does not cover them whole: they keep their old
+// bytes.
+func (c *cryptIO) readPartialUnits(a *acct, h *ioState, fd int, w *cryptWrite) syscall.Errno {
+	partial := [2]int64{w.e0, w.e1}
 	nPartial := 2
-	if e1 == e0 {
+	if w.e1 == w.e0 {
 		nPartial = 1
 	}
 	var scratch []byte
 	for _, e := range partial[:nPartial] {
 		uStart := e * extentSize
-		uEnd := min(uStart+extentSize, newSize)
-		if off <= uStart && end >= uEnd {
+		uEnd := min(uStart+extentSize, w.newSize)
+		if w.off <= uStart && w.end >= uEnd {
 			continue
 		}
-		u := buf[int(e-e0)*extentSize:]
+		u := w.buf[int(e-w.e0)*extentSize:]
 		clear(u[:min(len(u), extentSize)])
-		if uStart >= oldSize {
+		if uStart >= w.oldSize {
 			continue
 		}
-		if e == eOld && oldTail != nil {
-			copy(u, oldTail)
+		if e == w.eOld && w.oldTail != nil {
+			copy(u, w.oldTail)
 			continue
 		}
-		if e == eOld && cached != nil {
-			copy(u, cached)
+		if e == w.eOld && w.cached != nil {
+			copy(u, w.cached)
 			continue
 		}
 		if scratch == nil {
-			sp, s := getBuf(extentSize + trailer)
-			defer putBuf(sp)
-			scratch = s
+			scratch = w.getBuf(extentSize + trailer)
 		}
-		if _, errno := c.readUnit(a, h, fd, e, oldSize, u, scratch); errno != 0 {
-			return 0, errno
+		if _, errno := c.readUnit(a, h, fd, e, w.oldSize, u, scratch); errno != 0 {
+			return errno
 		}
 	}
-	// Extents the write covers whole from an extent boundary on are
-	// encrypted straight from src into buf; the rest of src is copied in
-	// first and encrypted in place.
-	direct := 0
-	if off%extentSize == 0 {
-		direct = len(src) / extentSize
-		for direct > 0 && content.UnitSize(e0+int64(direct)-1, newSize) != extentSize {
+	return 0
+}
+
+// copyIn copies into buf the part of src that is not encrypted straight
+// from src, and zeroes the trailer of the last unit (and the empty tail
+// unit). It returns the count of extents, from e0 on, that the write
+// covers whole from an extent boundary: those are encrypted straight
+// from src into buf.
+func (w *cryptWrite) copyIn() (direct int) {
+	if w.off%extentSize == 0 {
+		direct = len(w.src) / extentSize
+		for direct > 0 && content.UnitSize(w.e0+int64(direct)-1, w.newSize) != extentSize {
 			direct--
 		}
 	}
-	copy(buf[off-e0*extentSize+int64(direct)*extentSize:], src[direct*extentSize:])
-	// Zero the trailer of the last unit (and the empty tail unit).
-	if z := newSize - e0*extentSize; z < int64(len(buf)) {
-		clear(buf[z:])
+	copy(w.buf[w.off-w.e0*extentSize+int64(direct)*extentSize:], w.src[direct*extentSize:])
+	if z := w.newSize - w.e0*extentSize; z < int64(len(w.buf)) {
+		clear(w.buf[z:])
 	}
+	return direct
+}
 
-	t0 := a.now()
+// encryptUnits encrypts units e0..e1 in buf, the first direct of them from
+// src. It reports whether the tail's new plaintext went into h's tail
+// cache.
+//
+// One goroutine encrypts the whole request, unlike reads (forRuns): a
+// caller's writes come one at a time (no writeback cache), and the
+// wake-up of another core for half of a 1 MiB write cost more than
+// the half's AES: 512 MiB dd over the ring, AMD EPYC, 768-1062 MB/s
+// and 280-430 ms of daemon CPU split, 1018-1311 MB/s and 270-350 ms
+// whole (VAES; 814-991 and 984-1187 MB/s on the AES-NI path). Reads
+// keep the split: without it the bench's seqread lost 7-12 %.
+func (c *cryptIO) encryptUnits(h *ioState, w *cryptWrite, direct int) (newTail bool) {
+	e0, buf := w.e0, w.buf
 	lastDirect := e0 + int64(direct) - 1
-	// One goroutine encrypts the whole request, unlike reads (forRuns): a
-	// caller's writes come one at a time (no writeback cache), and the
-	// wake-up of another core for half of a 1 MiB write cost more than
-	// the half's AES: 512 MiB dd over the ring, AMD EPYC, 768-1062 MB/s
-	// and 280-430 ms of daemon CPU split, 1018-1311 MB/s and 270-350 ms
-	// whole (VAES; 814-991 and 984-1187 MB/s on the AES-NI path). Reads
-	// keep the split: without it the bench's seqread lost 7-12 %.
 	// Full extents go side by side; a tail unit (the file's last extent)
 	// alone.
-	first, last := e0, e1
-	newTail := false // the tail's new plaintext is in h.tail
-	if last == newSize/extentSize {
+	first, last := e0, w.e1
+	if last == w.newSize/extentSize {
 		u := buf[int(last-e0)*extentSize:]
-		if r := int(newSize % extentSize); r != 0 && !c.noTail {
+		if r := int(w.newSize % extentSize); r != 0 && !c.noTail {
 			copy(h.tailBuf(), u[:r])
 			newTail = true
 		}
-		u = u[:content.UnitSize(last, newSize)]
+		u = u[:content.UnitSize(last, w.newSize)]
 		h.fc.EncryptUnit(u, u, last)
 		last--
 	}
 	if d := min(last, lastDirect); d >= first {
 		lo, hi := int(first-e0)*extentSize, int(d+1-e0)*extentSize
-		h.fc.EncryptExtentsTo(buf[lo:hi], src[lo:hi], first)
+		h.fc.EncryptExtentsTo(buf[lo:hi], w.src[lo:hi], first)
 		first = d + 1
 	}
 	if last >= first {
 		h.fc.EncryptExtents(buf[int(first-e0)*extentSize:int(last+1-e0)*extentSize], first)
 	}
-	a.cryptoSince(t0)
-	out, at := buf, content.UnitOffset(e0)
-	if fresh {
-		out, at = whole, 0 // the header, then extent 0
+	return newTail
+}
+
+// store writes the encrypted units, after the header when the file is
+// new, in one pwrite. stored counts the units' bytes stored, the
+// header's not.
+func (w *cryptWrite) store(a *acct, fd int) (stored int, err error) {
+	out, at := w.buf, content.UnitOffset(w.e0)
+	if w.fresh {
+		out, at = w.whole, 0 // the header, then extent 0
 	}
-	if stored, err := a.pwrite(fd, out, at); err != nil {
-		if fresh {
-			stored -= headerSize
-		}
-		if grow {
-			if n := c.failedGrow(a, h, fd, e0, off, end, oldSize, oldTail, stored, fresh); n > 0 {
-				return n, 0
-			}
-		}
-		if fresh {
-			h.fc = nil
-		}
-		return 0, toErrno(err)
+	stored, err = a.pwrite(fd, out, at)
+	if w.fresh {
+		stored -= headerSize
 	}
-	h.size = newSize
-	if newTail || cached != nil && e1 < eOld {
-		// The tail as written now, or as cached before if this write
-		// ended in an earlier extent (and so did not grow the file).
-		h.tailSize = newSize
+	return stored, err
+}
+
+// failedWrite settles a write whose pwrite failed after storing the
+// first `stored` bytes of its units: a growing write keeps what it stored
+// whole (failedGrow); a new file's header is not taken as written.
+func (c *cryptIO) failedWrite(a *acct, h *ioState, fd int, w *cryptWrite, stored int, err error) (int, syscall.Errno) {
+	if w.grow {
+		if n := c.failedGrow(a, h, fd, w.e0, w.off, w.end, w.oldSize, w.oldTail, stored, w.fresh); n > 0 {
+			return n, 0
+		}
 	}
-	return len(src), 0
+	if w.fresh {
+		h.fc = nil
+	}
+	return 0, toErrno(err)
 }
 
 // failedGrow settles the lower file after a write that was to grow the
