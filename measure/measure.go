@@ -456,6 +456,10 @@ type Snapshot struct {
 	// Transport is how the kernel's requests reach the daemon: "dev"
 	// (/dev/fuse) or "uring (...)" (FUSE over io_uring).
 	Transport string `json:"transport,omitempty"`
+	// KernelPassthrough: the kernel serves READ and WRITE of open files
+	// straight from the lower files (a twin mounted so): those ops never
+	// reach the daemon and are missing from Ops.
+	KernelPassthrough bool `json:"kernel_passthrough,omitempty"`
 }
 
 // Snapshot returns the current statistics. Each operation is copied under

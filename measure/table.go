@@ -65,7 +65,14 @@ func (s Snapshot) Table(w io.Writer) {
 	if s.Transport != "" {
 		fmt.Fprintf(w, "transport: %s\n", s.Transport)
 	}
+	if s.KernelPassthrough {
+		fmt.Fprintln(w, KernelPassthroughNote)
+	}
 }
+
+// KernelPassthroughNote labels a mount with kernel passthrough wherever
+// its figures are shown.
+const KernelPassthroughNote = "kernel passthrough: the kernel serves READ and WRITE without the daemon; they are not measured"
 
 // minMovedForCPU is the data below which CPU seconds per GiB is not
 // shown: the daemon's start-up and idle CPU divided by a few KiB gives a

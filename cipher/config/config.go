@@ -41,6 +41,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -702,4 +703,14 @@ func parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// Ciphers returns the content ciphers a config may name, sorted.
+func Ciphers() []string {
+	names := make([]string, 0, len(ciphers))
+	for name := range ciphers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }

@@ -18,7 +18,7 @@ const (
 	exitOK              = 0  // success
 	exitError           = 1  // any other error
 	exitUsage           = 2  // bad command line: unknown flag or command, bad argument, bad -o option
-	exitConfigMissing   = 10 // LOWER holds no twincrypt.conf
+	exitConfigMissing   = 10 // LOWER is missing, no directory, or holds no twincrypt.conf
 	exitConfigInvalid   = 11 // config corrupt, of an unsupported version, or naming an unknown cipher or KDF
 	exitWrongPassphrase = 12 // the passphrase does not unlock the master key, or the data refutes a given master key
 	exitMountpoint      = 13 // MNT missing, not a directory, not empty, overlapping LOWER, or not a mount (umount)
@@ -72,7 +72,7 @@ var exitCodeDoc = []struct {
 	{exitOK, "success"},
 	{exitError, "other error"},
 	{exitUsage, "usage error (bad flag, argument or -o option)"},
-	{exitConfigMissing, "no twincrypt.conf in LOWER"},
+	{exitConfigMissing, "LOWER missing, or no twincrypt.conf in it"},
 	{exitConfigInvalid, "corrupt config, unsupported config version, unknown cipher or KDF"},
 	{exitWrongPassphrase, "wrong passphrase (or master key)"},
 	{exitMountpoint, "mountpoint problem (missing, not a directory, not empty, overlaps LOWER;\n       for umount: not a mount point)"},

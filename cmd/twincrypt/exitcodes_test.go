@@ -130,6 +130,14 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"mount", "--kernel-passthrough", dir, dir}, 2, "--kernel-passthrough needs --passthrough"},
 		{[]string{"mount", "--passthrough", dir, dir + "/missing"}, 13, "does not exist"},
 		{[]string{"mount", "--passthrough", dir, dir}, 13, "LOWER itself"},
+		{[]string{"mount", dir + "/missing", dir}, 10, "LOWER " + dir + "/missing does not exist"},
+		{[]string{"info", dir + "/missing"}, 10, "does not exist"},
+		{[]string{"fsck", dir + "/missing"}, 10, "does not exist"},
+		{[]string{"path", dir + "/missing", "x"}, 10, "does not exist"},
+		// gocryptfs's single-dash spellings: taken for our flags, and a
+		// hint for the rest.
+		{[]string{"mount", "-passthrough", dir, dir}, 13, "LOWER itself"},
+		{[]string{"mount", "-fg", dir, dir}, 2, "unknown flag -fg (long flags take two dashes"},
 		{[]string{"umount", dir}, 13, "not a mount point"},
 		{[]string{"umount"}, 2, "needs MNT"},
 		{[]string{"bench", "extra"}, 2, "bench takes no arguments"},

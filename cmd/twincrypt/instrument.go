@@ -123,6 +123,9 @@ type instrument struct {
 	log    zerolog.Logger
 	// transport names the mount's transport (set once mounted).
 	transport string
+	// kernelPassthrough labels a twin whose reads and writes the
+	// kernel serves.
+	kernelPassthrough bool
 }
 
 // startInstrument builds the recorder and op log (before the mount).
@@ -174,6 +177,7 @@ func startInstrument(f instrFlags, mnt string, log zerolog.Logger) (*instrument,
 func (in *instrument) snapshot() measure.Snapshot {
 	s := in.rec.Snapshot()
 	s.Transport = in.transport
+	s.KernelPassthrough = in.kernelPassthrough
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.CPUUserS = float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6

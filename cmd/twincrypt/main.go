@@ -47,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitCode(err)
 		}
 		args = mountArgs
+	} else {
+		args = gocryptfsArgs(root, args)
 	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -106,7 +108,7 @@ Quick start:
 		PersistentPreRun: func(*cobra.Command, []string) { *reached = true },
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &classifiedError{class: errUsage, err: err}
+		return &classifiedError{class: errUsage, err: singleDashHint(err)}
 	})
 	// cobra's own 'completion bash|zsh|fish|powershell'; its scripts call
 	// the hidden __complete command, which needs no passphrase.
@@ -135,6 +137,7 @@ Quick start:
 	// Added now rather than by Execute, so that the command list (the
 	// mount helper form checks it) has it.
 	root.InitDefaultCompletionCmd()
+	registerFlagValues(root)
 	return root, reached
 }
 

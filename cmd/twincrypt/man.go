@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -48,6 +50,9 @@ func writeManPages(root *cobra.Command, dir string) (int, error) {
 	if err := doc.GenManTree(root, header, dir); err != nil {
 		return 0, fmt.Errorf("man pages: %w", err)
 	}
+	if err := addExitStatus(filepath.Join(dir, "twincrypt.1")); err != nil {
+		return 0, fmt.Errorf("man pages: %w", err)
+	}
 	n := 0
 	var count func(c *cobra.Command)
 	count = func(c *cobra.Command) {
@@ -60,4 +65,27 @@ func writeManPages(root *cobra.Command, dir string) (int, error) {
 	}
 	count(root)
 	return n, nil
+}
+
+// addExitStatus puts the exit code table, which the root's --help prints
+// after its flags, into the root's man page as an EXIT STATUS section
+// (before SEE ALSO, where man-pages(7) puts it): cobra/doc knows only the
+// help text's Long, not the template that adds the table.
+func addExitStatus(page string) error {
+	data, err := os.ReadFile(page)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(".SH EXIT STATUS\n")
+	for _, e := range exitCodeDoc {
+		fmt.Fprintf(&b, ".TP\n.B %d\n%s\n", e.code, strings.ReplaceAll(oneLine(e.meaning), "-", "\\-"))
+	}
+	text := string(data)
+	at := strings.Index(text, ".SH SEE ALSO")
+	if at < 0 {
+		at = len(text)
+	}
+	text = text[:at] + b.String() + "\n" + text[at:]
+	return os.WriteFile(page, []byte(text), 0o644)
 }

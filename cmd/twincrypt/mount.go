@@ -22,6 +22,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/fs"
+	"github.com/twincrypt/twincrypt/measure"
 	"github.com/twincrypt/twincrypt/measure/privfile"
 )
 
@@ -197,6 +198,7 @@ type mountPlan struct {
 	lower, mnt string
 	opts       mountOpts
 	cfg        *config.Config // nil for the passthrough twin
+	kernelPass bool           // --kernel-passthrough (twin only)
 	instr      instrFlags     // checked, paths absolute
 }
 
@@ -240,7 +242,7 @@ func planMount(f mountFlags, lowerArg, mntArg string) (*mountPlan, error) {
 	if err := f.instr.check(lower, mnt); err != nil {
 		return nil, err
 	}
-	p := &mountPlan{lower: lower, mnt: mnt, opts: opts, instr: f.instr}
+	p := &mountPlan{lower: lower, mnt: mnt, opts: opts, instr: f.instr, kernelPass: f.kernelPassthrough}
 	if f.passthrough {
 		return p, nil
 	}
@@ -343,6 +345,9 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 
 // describe names the transform for messages.
 func (p *mountPlan) describe() string {
+	if p.cfg == nil && p.kernelPass {
+		return "passthrough twin; " + measure.KernelPassthroughNote
+	}
 	if p.cfg == nil {
 		return "passthrough twin"
 	}
@@ -397,6 +402,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
 	}
 	in.transport = fs.TransportOf(srv).String()
+	in.kernelPassthrough = f.kernelPassthrough
 	if !f.quiet || f.logFile != "" {
 		fmt.Fprintf(logOut, "twincrypt: %s: transport %s%s\n", plan.mnt, in.transport, mountNotes(f))
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
 )
 
 // mountOpts are the -o options mount understands. Anything else is a usage
@@ -72,7 +74,7 @@ func realDir(dir, what string) (string, error) {
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("%s %s does not exist", what, dir)
+			return "", noLower(what, fmt.Errorf("%s %s does not exist", what, dir))
 		}
 		return "", fmt.Errorf("%s %s: %w", what, dir, err)
 	}
@@ -81,9 +83,18 @@ func realDir(dir, what string) (string, error) {
 		return "", fmt.Errorf("%s %s: %w", what, dir, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("%s %s is not a directory", what, dir)
+		return "", noLower(what, fmt.Errorf("%s %s is not a directory", what, dir))
 	}
 	return real, nil
+}
+
+// noLower classifies a LOWER that is missing or no directory as what it
+// means to the exit table: there is no twincrypt.conf in LOWER (exit 10).
+func noLower(what string, err error) error {
+	if what != "LOWER" {
+		return err
+	}
+	return &classifiedError{class: config.ErrMissing, err: err}
 }
 
 // checkMountpoint validates MNT against LOWER (both already absolute and

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/names"
@@ -21,7 +22,7 @@ func newPathCmd() *cobra.Command {
 	var f pathFlags
 	cmd := &cobra.Command{
 		Use:   "path [flags] LOWER PATH...",
-		Short: "Map plaintext paths of a volume to the lower files that hold them, and back",
+		Short: "Map plaintext paths of a volume to the lower files that hold them, and back (asks for the passphrase)",
 		Long: `Print, for each plaintext PATH of the volume in LOWER (from the volume's
 root: what follows the mount point), the path relative to LOWER of the
 encrypted entry that stores it; with --decrypt, for each PATH relative to
@@ -37,8 +38,10 @@ bytes or more) is stored under a hashed name with its full encrypted name
 in a sidecar beside it, of the same name plus "` + names.LongSuffix + `": restore both; a note on
 stderr says so.
 
-The passphrase is read as for mount: --passfile, else the --extpass
-program's output, else the terminal, else one line from stdin.
+Names are encrypted with the volume's key, so path asks for the
+passphrase, read as for mount: --passfile, else the --extpass program's
+output, else the terminal (after a line that says why), else one line from
+stdin.
 
 Exit status: 0 when every PATH was mapped (and, without --decrypt, exists
 in LOWER); 1 when one was not (each is reported on stderr, and a PATH that
@@ -77,6 +80,11 @@ func runPath(cmd *cobra.Command, f pathFlags, lowerArg string, paths []string) e
 		return fmt.Errorf("load config of %s: %w", lower, err)
 	}
 	src := f.source(cmd.ErrOrStderr())
+	if !f.given() && term.IsTerminal(int(src.stdin.Fd())) {
+		// A prompt out of the blue from a command that only prints
+		// paths: say what the passphrase is for.
+		fmt.Fprintf(cmd.ErrOrStderr(), "Names in %s are encrypted: the passphrase unlocks the key that maps them (nothing is written).\n", lower)
+	}
 	pass, err := src.read(false)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,6 +222,16 @@ func TestManPages(t *testing.T) {
 			if !strings.Contains(page, s) {
 				t.Errorf("%s lacks %q", name, s)
 			}
+		}
+	}
+	rootPage, _ := os.ReadFile(filepath.Join(dir, "twincrypt.1"))
+	status, _, ok := strings.Cut(string(rootPage), ".SH EXIT STATUS\n")
+	if !ok || !strings.Contains(status, ".SH DESCRIPTION") {
+		t.Errorf("twincrypt.1 has no EXIT STATUS section after its description")
+	}
+	for _, e := range exitCodeDoc {
+		if !strings.Contains(string(rootPage), fmt.Sprintf(".TP\n.B %d\n", e.code)) {
+			t.Errorf("twincrypt.1 lacks exit code %d", e.code)
 		}
 	}
 	mount, _ := os.ReadFile(filepath.Join(dir, "twincrypt-mount.1"))

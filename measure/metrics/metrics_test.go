@@ -185,3 +185,54 @@ func TestDashboardNamesOurSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardInputsUsed: every variable the dashboard refers to
+// ("${name}" or "$name") is one it declares, as a templating variable or
+// an import input, and every input it declares is used: Grafana asks at
+// import for each input, and one nothing refers to is a question whose
+// answer goes nowhere.
+func TestDashboardInputsUsed(t *testing.T) {
+	b, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Inputs []struct {
+			Name string `json:"name"`
+		} `json:"__inputs"`
+		Templating struct {
+			List []struct {
+				Name string `json:"name"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	for _, v := range dash.Templating.List {
+		declared[v.Name] = true
+	}
+	used := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(string(b), -1) {
+		used[m[1]] = true
+	}
+	for _, in := range dash.Inputs {
+		if !used[in.Name] {
+			t.Errorf("input %s is declared but nothing refers to it", in.Name)
+		}
+		declared[in.Name] = true
+	}
+	// Grafana's own variables.
+	for _, g := range []string{"__interval", "__rate_interval", "__range", "__name__"} {
+		declared[g] = true
+	}
+	for name := range used {
+		if !declared[name] {
+			t.Errorf("the dashboard refers to $%s, which it does not declare", name)
+		}
+	}
+	if !used["datasource"] || !used["mount"] {
+		t.Errorf("the queries use neither $datasource nor $mount: %v", used)
+	}
+}
