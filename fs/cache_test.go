@@ -178,8 +178,8 @@ func TestCacheSeesDaemonChanges(t *testing.T) {
 // TestSharedStorage: a change made in LOWER behind a running mount (by a
 // second mount, a sync client) shows through a --shared-storage mount
 // within its short lifetimes, and not through a default mount, whose
-// kernel keeps what it saw for CacheTimeout (README: LOWER must not be
-// changed behind a default mount). The file is held open so that the
+// kernel keeps what it saw for CacheTimeout (docs/limits.md: LOWER must not
+// be changed behind a default mount). The file is held open so that the
 // kernel cannot drop its entry and attributes early for its own reasons
 // (memory pressure) and look it up anew.
 func TestSharedStorage(t *testing.T) {

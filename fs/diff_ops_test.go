@@ -191,8 +191,8 @@ func diffDeepChain(dir string, levels int, seed int64, dots bool) string {
 	step("mkdirat", unix.Mkdirat(fd, "sub", 0700))
 	step("rmdir", unix.Unlinkat(fd, "sub", unix.AT_REMOVEDIR))
 	// Listed through a descriptor opened now: btrfs lists through an
-	// older one only the entries there at its open (README, "What
-	// differs"), which is not what this step is about.
+	// older one only the entries there at its open (docs/differences.md),
+	// which is not what this step is about.
 	lfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		fmt.Fprintf(&b, "listing open errno %d", errnoOf(err))

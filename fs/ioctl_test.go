@@ -57,7 +57,7 @@ func fsxattrFlags(t *testing.T, p string) uint32 {
 // natively: the same flags, set flags that last over a remount, an
 // immutable file that refuses writes and removal, the ctime moved by a
 // change. The append-only flag is the one difference, refused with
-// EOPNOTSUPP (README, "What differs from a native directory").
+// EOPNOTSUPP (docs/differences.md, "Inode flags").
 func TestInodeFlags(t *testing.T) {
 	native := t.TempDir()
 	if _, err := os.Create(filepath.Join(native, "probe")); err != nil {

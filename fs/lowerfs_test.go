@@ -181,8 +181,8 @@ func TestXFSLower(t *testing.T) {
 // descriptor opened before files were created misses them natively. The
 // mounts list them (as ext4, XFS and tmpfs do): the daemon starts every
 // listing with a seek to the start, which on btrfs is a rewind, and the
-// kernel's cached listing must never be a stale snapshot (README, "What
-// differs"). After a rewind both list them. And a subvolume inside LOWER
+// kernel's cached listing must never be a stale snapshot (docs/differences.md,
+// btrfs). After a rewind both list them. And a subvolume inside LOWER
 // (another st_dev) is an ordinary directory there.
 func TestBtrfsLower(t *testing.T) {
 	base := loopFS(t, "btrfs")

@@ -23,7 +23,7 @@ func remountFresh(t *testing.T, tm *testMount) *testMount {
 }
 
 // TestLowerWriterDocumentedLimits demonstrates what cipher/FORMAT.md and
-// the README say a LOWER writer can do undetected (issue #16 (8)), so that
+// docs/threat-model.md say a LOWER writer can do undetected (issue #16 (8)), so that
 // the documents are checked: if a later format binds a sealed value to its
 // file, or authenticates content, this test fails and the documents must
 // change with it.

@@ -272,8 +272,8 @@ func TestConcurrentIO(t *testing.T) {
 // each owning the bytes at its own offsets modulo the writer count, write
 // single bytes through their own O_DIRECT descriptors, which the kernel
 // hands to the daemon as they are: 1-byte WRITEs at any offset, not whole
-// pages as buffered writes arrive (ext4 would refuse them: README, "O_DIRECT
-// takes any alignment"). Each is a read-modify-write of an extent (and of
+// pages as buffered writes arrive (ext4 would refuse them: docs/differences.md,
+// "O_DIRECT takes any alignment"). Each is a read-modify-write of an extent (and of
 // the cached plaintext tail) in the daemon, interleaved across handles; the
 // kernel holds the inode lock through each direct write, so they reach the
 // daemon one at a time, and every other writer's bytes must survive each.

@@ -485,7 +485,7 @@ func TestXattrNamespaces(t *testing.T) {
 // against a native directory, 2026-12-02). Where the lower filesystem
 // holds such values natively (XFS, ext4 with ea_inode), the encrypted
 // mounts cannot: those sizes are only checked for the twin, and must give
-// ENOSPC on crypt (README, "Less xattr space").
+// ENOSPC on crypt (docs/differences.md, "Less xattr space").
 func TestXattrNearSizeLimit(t *testing.T) {
 	names, dirs := modeTargets(t)
 	for _, size := range []int{65500, 65530, 65536, 65537} {

@@ -15,8 +15,8 @@
 #
 # Usage: [PYTHON=python3] [TESTS='test_os ...'] [MOUNTFLAGS='--transport dev ...'] [FSTYPE=ext4|xfs|btrfs] scripts/cpython-tests.sh [OUTDIR]
 # Prints per target the failures and every test case whose outcome
-# differs from native's, marking those README.md explains ("What differs
-# from a native directory"); exits 1 if any other differs.
+# differs from native's, marking those docs/differences.md explains;
+# exits 1 if any other differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -94,8 +94,8 @@ done
 import sys, xml.etree.ElementTree as ET
 out = sys.argv[1]
 # natv is native ext4, xtsm and cbcm the aes-xts and aes-cbc mounts.
-# Test cases whose outcome differs on the mounts for a reason README.md
-# gives ("What differs from a native directory"), by target.
+# Test cases whose outcome differs on the mounts for a reason
+# docs/differences.md gives, by target.
 known = {
     # The kernel gives every FUSE file a poll method: epoll accepts a
     # regular file (native ext4: EPERM).
@@ -134,7 +134,7 @@ for t in ("twin", "xtsm", "cbcm"):
                    and {base.get(n), got.get(n)} != {"ok", "skipped"}]
     print(f"{t}: {len(got)} test cases, {len(diff)} with another outcome than native's, {len(unexplained)} unexplained")
     for n in diff:
-        mark = "" if n in unexplained else "  (README: known)" if t in known.get(n, ()) else "  (skipped on one side)"
+        mark = "" if n in unexplained else "  (known: docs/differences.md)" if t in known.get(n, ()) else "  (skipped on one side)"
         print(f"  {n}: native {base.get(n, 'absent')}, {t} {got.get(n, 'absent')}{mark}")
     bad += len(unexplained)
 sys.exit(1 if bad else 0)
