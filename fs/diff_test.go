@@ -26,6 +26,10 @@ package fs
 // regression test as it is: see the TestDifferentialBug tests at the end.
 // A run logs (-v) how many ops of each kind it made and how many results
 // it compared with the reference.
+//
+// Where a mount differs from the plain directory by design, and the
+// comparison allows it, is the one list in docs/differences.md, which the
+// README points to as well.
 
 import (
 	"bufio"
