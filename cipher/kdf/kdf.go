@@ -197,6 +197,23 @@ func Default(algorithm string) (Params, error) {
 	return p, nil
 }
 
+// String describes the function and its costs (not the salt), for messages.
+func (p Params) String() string {
+	switch p.Algorithm {
+	case Argon2id:
+		mem := fmt.Sprintf("%d KiB", p.MemoryKiB)
+		if p.MemoryKiB%1024 == 0 {
+			mem = fmt.Sprintf("%d MiB", p.MemoryKiB/1024)
+		}
+		return fmt.Sprintf("argon2id (t=%d, m=%s, p=%d)", p.Time, mem, p.Threads)
+	case Scrypt:
+		return fmt.Sprintf("scrypt (N=2^%d, r=%d, p=%d)", p.LogN, p.R, p.P)
+	case PBKDF2:
+		return fmt.Sprintf("pbkdf2-%s (%d iterations)", p.Hash, p.Iterations)
+	}
+	return fmt.Sprintf("%q", p.Algorithm)
+}
+
 // NewSalt returns SaltSize fresh random bytes.
 func NewSalt() ([]byte, error) {
 	salt := make([]byte, SaltSize)
