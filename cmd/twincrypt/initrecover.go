@@ -59,8 +59,14 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 		return err
 	}
 	defer wipe(pass)
+	// The version a fresh init writes (0), but for a version 1 aes-cbc
+	// volume, whose extent-long CBC only version 1 describes.
+	version := 0
+	if settings.Version == 1 {
+		version = 1
+	}
 	cfg, err := config.Recreate(lower, pass, key, config.Options{
-		Version:        settings.Version,
+		Version:        version,
 		Cipher:         f.cipher,
 		KeyBytes:       keyBytes,
 		PlaintextNames: f.plaintextNames,

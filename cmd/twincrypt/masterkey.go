@@ -164,18 +164,84 @@ func parseMasterKey(digits []byte) ([]byte, error) {
 // lower can confirm (never one that the data refutes); the message then
 // says so.
 func verifyMasterKey(lower string, cfg *config.Config, key []byte, force bool) (string, error) {
+	checked, _, err := verifyMasterKeyEvidence(lower, cfg, key, force)
+	return checked, err
+}
+
+// notConfirmed starts the message of a key accepted unconfirmed.
+const notConfirmed = "master key NOT confirmed"
+
+// verifyMasterKeyEvidence is verifyMasterKey with what the data showed.
+func verifyMasterKeyEvidence(lower string, cfg *config.Config, key []byte, force bool) (string, *fsck.KeyEvidence, error) {
 	ev, err := fsck.VerifyKey(lower, cfg, key)
 	switch {
 	case err == nil:
-		return "master key confirmed by " + ev.String(), nil
+		return "master key confirmed by " + ev.String(), ev, nil
 	case errors.Is(err, fsck.ErrUnverifiable) && force:
-		return "master key NOT confirmed: nothing in LOWER can confirm it (--force)", nil
+		return notConfirmed + ": nothing in LOWER can confirm it", ev, nil
 	case errors.Is(err, fsck.ErrWrongKey):
-		return "", &classifiedError{class: errWrongMasterKey, err: err}
+		return "", ev, &classifiedError{class: errWrongMasterKey, err: err}
 	case errors.Is(err, fsck.ErrSettings):
-		return "", &classifiedError{class: errUsage, err: err}
+		return "", ev, &classifiedError{class: errUsage, err: err}
 	}
-	return "", err
+	return "", ev, err
+}
+
+// checkRecoveryConfig checks key and the settings of the existing config
+// cfg for recovery (mount and passwd with the master key), which cannot
+// open the wrapped key and so cannot trust a field of the config on its
+// own: the settings must agree with the config's seal (version 3), or,
+// without a seal, be confirmed by the data where they differ from init's
+// defaults. allowUnverifiable accepts a key that nothing can confirm (an
+// empty volume under an unsealed config: mount warns, passwd refuses);
+// the message then says so. It returns what confirmed the key.
+func checkRecoveryConfig(lower string, cfg *config.Config, key []byte, allowUnverifiable bool) (string, error) {
+	sealErr := cfg.CheckSealed(key)
+	switch {
+	case sealErr == nil:
+		// The seal opened: the key is the one that sealed this config
+		// (a 2^-128 chance otherwise) and the settings are its owner's.
+		// The data is still checked: a volume whose files another key
+		// or other settings wrote is not this config's.
+		checked, _, err := verifyMasterKeyEvidence(lower, cfg, key, true)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(checked, notConfirmed) {
+			return "master key and settings confirmed by the config's sealed settings", nil
+		}
+		return checked + ", settings confirmed by the config's sealed settings", nil
+	case errors.Is(sealErr, config.ErrSealKey):
+		checked, _, err := verifyMasterKeyEvidence(lower, cfg, key, false)
+		switch {
+		case err == nil:
+			return "", fmt.Errorf("%w: the sealed settings do not open under the master key, which the data confirms (%s): the seal was replaced; refusing", config.ErrAltered, checked)
+		case errors.Is(err, fsck.ErrUnverifiable):
+			return "", &classifiedError{class: errWrongMasterKey, err: fmt.Errorf("the config's sealed settings do not open under this master key, and nothing else in LOWER can confirm it: a wrong master key (or an altered config)")}
+		}
+		return "", err
+	case !errors.Is(sealErr, config.ErrUnsealed):
+		return "", sealErr
+	}
+	// No seal (version 1 or 2): the data must vouch for what is not the
+	// default.
+	checked, ev, err := verifyMasterKeyEvidence(lower, cfg, key, allowUnverifiable)
+	if err != nil {
+		return "", err
+	}
+	if cfg.PlaintextNames {
+		// Nothing in LOWER ties a name to the key: a LOWER writer can
+		// delete the root IV and rename files, so no evidence would do.
+		return "", fmt.Errorf("%w: the config (version %d) says plaintext_names=true, which recovery does not take from a config without sealed settings, and LOWER cannot prove; refusing. If the volume was made with --plaintext-names, mount it with the passphrase, or move %s away and run 'twincrypt init --masterkey-file FILE --plaintext-names %s' (the new config seals it)",
+			config.ErrUnsealed, cfg.Version, config.FileName, lower)
+	}
+	if (cfg.Cipher != "aes-xts" || cfg.KeyBytes != 64) && ev.Trailers == 0 {
+		// Headers can be planted; only content that decrypts under the
+		// master key with these settings shows that its owner chose them.
+		return "", fmt.Errorf("%w: the config (version %d) says %s with %d-byte keys, and no file content in LOWER confirms it (checked %s); refusing. If the volume was made so, mount it with the passphrase, or move %s away and run 'twincrypt init --masterkey-file FILE --cipher %s --key-bytes %d %s'",
+			config.ErrUnsealed, cfg.Version, cfg.Cipher, cfg.KeyBytes, ev, config.FileName, cfg.Cipher, cfg.KeyBytes, lower)
+	}
+	return checked, nil
 }
 
 // refuseKeyInArgs wraps a command's argument check: an argument that looks

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/keys"
-	"github.com/twincrypt/twincrypt/fs/fsck"
 )
 
 // checkMountMasterKey refuses master-key flags that mean nothing here, before
@@ -44,11 +44,12 @@ func (p *mountPlan) masterKey(mk masterKeyFlags, stdin *os.File, stderr io.Write
 		return nil, err
 	}
 	defer wipe(key)
-	if _, err := verifyMasterKey(p.lower, p.cfg, key, false); err != nil {
-		if !errors.Is(err, fsck.ErrUnverifiable) {
-			return nil, fmt.Errorf("mount %s: %w; nothing was mounted", p.lower, err)
-		}
-		fmt.Fprintf(stderr, "twincrypt: warning: %s: %v\n", p.lower, err)
+	checked, err := checkRecoveryConfig(p.lower, p.cfg, key, true)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w; nothing was mounted", p.lower, err)
+	}
+	if strings.HasPrefix(checked, notConfirmed) {
+		fmt.Fprintf(stderr, "twincrypt: warning: %s: %s\n", p.lower, checked)
 	}
 	return keys.LockedCopy(key), nil
 }
