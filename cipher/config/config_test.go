@@ -349,7 +349,7 @@ func TestTamperedFields(t *testing.T) {
 		"kdf to pbkdf2": func(m map[string]any) {
 			m["kdf"] = map[string]any{"algorithm": "pbkdf2", "salt": m["kdf"].(map[string]any)["salt"], "iterations": 1, "hash": "sha256"}
 		},
-		"kdf memory halved": func(m map[string]any) { m["kdf"].(map[string]any)["memory_kib"] = 32 },
+		"kdf memory halved":          func(m map[string]any) { m["kdf"].(map[string]any)["memory_kib"] = 32 },
 		"version 3->2, seal dropped": func(m map[string]any) { m["version"] = 2; delete(m, "sealed_settings") },
 	}
 	// What CheckSealed, which recovery uses instead of the passphrase,
