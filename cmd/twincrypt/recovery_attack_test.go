@@ -145,7 +145,7 @@ func TestRecoveryRefusesWeakenedKDF(t *testing.T) {
 		if cfg.KDF.Algorithm != "argon2id" || cfg.KDF.MemoryKiB != 64*1024 || cfg.KDF.Time != 3 {
 			t.Errorf("passwd --masterkey-file wrapped the key under the config's KDF: %+v", cfg.KDF)
 		}
-		if cfg.Version != 3 || len(cfg.SealedSettings) == 0 {
+		if data, _ := os.ReadFile(filepath.Join(v.lower, config.FileName)); cfg.Version != 3 || !bytes.Contains(data, []byte(`"sealed_settings"`)) {
 			t.Errorf("passwd --masterkey-file left version %d without sealed settings", cfg.Version)
 		}
 		twincrypt(t, "", "fsck", "--quick", "--passfile", newPF, v.lower).expectExit(t, exitOK, "fsck with the new passphrase")
