@@ -306,8 +306,8 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 		defer lk.Destroy()
 		if f.background {
 			text := masterKeyText(lk.Bytes())
-			defer wipe(text)
-			return startBackground(cmd, f, plan, text)
+			defer text.Destroy()
+			return startBackground(cmd, f, plan, text.Bytes())
 		}
 		masterKey = lk.Bytes()
 	} else if plan.cfg != nil {

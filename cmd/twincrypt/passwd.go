@@ -139,11 +139,12 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 	if f.mk.given() {
 		// The config cannot vouch for a key it does not wrap: the data
 		// does, before the key is wrapped under the new passphrase.
-		master, err = f.mk.read(os.Stdin, stderr)
+		lk, err := f.mk.read(os.Stdin, stderr)
 		if err != nil {
 			return err
 		}
-		defer wipe(master)
+		defer lk.Destroy()
+		master = lk.Bytes()
 		checked, err := checkRecoveryConfig(lower, cfg, master, false)
 		if err != nil {
 			return fmt.Errorf("passwd %s: %w; nothing was changed", lower, err)
