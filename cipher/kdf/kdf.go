@@ -6,10 +6,13 @@
 // first thing that happens with them (before anything authenticates the
 // file), so every cost is bounded by Validate: a tampered config can make an
 // unlock fail, but it cannot make the process allocate gigabytes it was
-// never going to, or spin for days. Lowering the costs does not help an
-// attacker either: the master key is wrapped under the key derived with the
+// never going to, or spin for days. Lowering the costs does not open the
+// volume either: the master key is wrapped under the key derived with the
 // original parameters, so a config with weakened parameters simply does not
-// unlock (see package config).
+// unlock (see package config). It could have made the next wrapping weak,
+// though: recovery with the master key used to rewrap under the config's
+// parameters. CheckMinimum is the floor the CLI holds every wrapping and
+// unlock to, and recovery takes no parameters from the config.
 //
 // The bounds are deliberately far above the defaults (argon2id 64 MiB / 3
 // passes, scrypt 128 MiB, PBKDF2 600 000 iterations) so that users may raise
