@@ -310,7 +310,7 @@ func TestInitQuietAndCBC(t *testing.T) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.Cipher != "aes-cbc" || c.KeyBytes != 16 || c.KDF.Algorithm != "argon2id" || c.KDF.MemoryKiB != 8192 || c.KDF.Time != 1 {
+	if c.Cipher != "aes-cbc" || c.KeyBytes != 16 || c.KDF.Algorithm != "argon2id" || c.KDF.MemoryKiB != 7168 || c.KDF.Time != 5 {
 		t.Errorf("config does not reflect the flags: %+v", c)
 	}
 }
