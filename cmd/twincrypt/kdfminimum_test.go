@@ -43,6 +43,15 @@ func TestInitRefusesWeakKDF(t *testing.T) {
 		t.Errorf("fsck of a weak volume: %q", r.stderr)
 	}
 	twincrypt(t, "", "fsck", "--quick", "--allow-weak-kdf", "--passfile", pf, lower).expectExit(t, exitOK, "fsck --allow-weak-kdf")
+
+	// A background mount hands the flag to its child, which checks again.
+	requireFUSE(t)
+	mnt := newMountpoint(t)
+	unmountOnCleanup(t, mnt)
+	twincrypt(t, "", "mount", "-b", "-q", "--passfile", pf, lower, mnt).expectExit(t, exitConfigInvalid, "mount -b of a weak volume")
+	twincrypt(t, "", "mount", "-b", "-q", "--allow-weak-kdf", "--passfile", pf, lower, mnt).expectExit(t, exitOK, "mount -b --allow-weak-kdf")
+	twincrypt(t, "", "umount", mnt).expectExit(t, exitOK, "umount")
+	waitDaemonGone(t, mnt)
 }
 
 // TestExampleVolumesNeedAllowWeakKDF: the frozen example volumes
