@@ -137,8 +137,9 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 	onTerminal := term.IsTerminal(int(os.Stdin.Fd()))
 	var master []byte
 	if f.mk.given() {
-		// The config cannot vouch for a key it does not wrap: the data
-		// does, before the key is wrapped under the new passphrase.
+		// The wrapped key cannot be opened: the config's seal (version 3)
+		// or the data vouches for the key and the settings before the
+		// key is wrapped under the new passphrase.
 		lk, err := f.mk.read(os.Stdin, stderr)
 		if err != nil {
 			return err
