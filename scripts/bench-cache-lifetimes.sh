@@ -29,7 +29,7 @@ for t in $targets; do
 	case $t in
 	twin*) "$B" mount --background --quiet --passthrough "${extra[@]}" "$W/$t.lower" "$W/$t.mnt" ;;
 	xts*)
-		"$B" init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null
+		"$B" init --kdf argon2id --kdf-time 5 --kdf-memory 7168 --kdf-threads 1 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null
 		"$B" mount --background --quiet --passfile "$W/pass" "${extra[@]}" "$W/$t.lower" "$W/$t.mnt"
 		;;
 	esac

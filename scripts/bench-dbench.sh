@@ -61,7 +61,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		case $t in
 		twin) "$W/twincrypt" mount -q --passthrough --background "$W/low" "$W/mnt" ;;
 		crypt-xts | crypt-cbc)
-			"$W/twincrypt" init -q --cipher "aes-${t#crypt-}" --kdf pbkdf2 --pbkdf2-iter 1000 --passfile "$W/pass" "$W/low"
+			"$W/twincrypt" init -q --cipher "aes-${t#crypt-}" --kdf argon2id --kdf-time 5 --kdf-memory 7168 --kdf-threads 1 --passfile "$W/pass" "$W/low"
 			"$W/twincrypt" mount -q --passfile "$W/pass" --background "$W/low" "$W/mnt"
 			;;
 		gocryptfs)

@@ -34,7 +34,7 @@ for t in $targets; do
 	case $t in
 	twin*) "$(bin $t)" mount --background --quiet --passthrough "$W/$t.lower" "$W/$t.mnt" ;;
 	xts*)
-		"$(bin $t)" init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null
+		"$(bin $t)" init --kdf argon2id --kdf-time 5 --kdf-memory 7168 --kdf-threads 1 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null
 		"$(bin $t)" mount --background --quiet --passfile "$W/pass" "$W/$t.lower" "$W/$t.mnt"
 		;;
 	esac

@@ -30,7 +30,7 @@ for r in $(seq 1 "$rounds"); do
 			rm -rf "$W/lower" "$W/mnt"
 			mkdir -p "$W/lower" "$W/mnt"
 			if [ $tgt = crypt ]; then
-				"$bin" init --kdf pbkdf2 --pbkdf2-iter 1000 --passfile "$W/pw" --quiet "$W/lower"
+				"$bin" init --kdf argon2id --kdf-time 5 --kdf-memory 7168 --kdf-threads 1 --passfile "$W/pw" --quiet "$W/lower"
 				out=$(env ${MOUNT_ENV:-} "$bin" mount -b --passfile "$W/pw" "$W/lower" "$W/mnt" 2>&1)
 			else
 				out=$(env ${MOUNT_ENV:-} "$bin" mount -b --passthrough "$W/lower" "$W/mnt" 2>&1)

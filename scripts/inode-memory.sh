@@ -107,7 +107,7 @@ for t in $targets; do
 	mkdir -p "$W/$t.lower" "$W/$t.mnt"
 	mount -t tmpfs -o size=2g tmpfs "$W/$t.lower"
 	case $t in
-	crypt-xts*) "$B" init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null ;;
+	crypt-xts*) "$B" init --kdf argon2id --kdf-time 5 --kdf-memory 7168 --kdf-threads 1 --quiet --passfile "$W/pass" "$W/$t.lower" >/dev/null ;;
 	gocryptfs) gocryptfs -init -q -scryptn 10 -passfile "$W/pass" "$W/$t.lower" >/dev/null ;;
 	esac
 	mnt "$t"

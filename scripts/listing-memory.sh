@@ -36,7 +36,7 @@ daemon() { # MNT: the PID of the daemon serving it
 for v in twin xts; do
 	mkdir -p "$W/$v.lower" "$W/$v.mnt"
 	if [ $v = xts ]; then
-		"$NEW" init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet --passfile "$W/pass" "$W/$v.lower" >/dev/null
+		"$NEW" init --kdf argon2id --kdf-time 5 --kdf-memory 7168 --kdf-threads 1 --quiet --passfile "$W/pass" "$W/$v.lower" >/dev/null
 	fi
 	mountit "$NEW" $v
 	mkdir "$W/$v.mnt/d"

@@ -19,6 +19,16 @@
 // KEK, which fails to unwrap just the same. Only "creator" is free text and
 // unauthenticated.
 //
+// What the master key protects. Recovery (mount, passwd and init with the
+// master key instead of the passphrase) cannot open the wrapped key, so
+// the additional data above vouches for nothing there. Version 3 adds
+// "sealed_settings": the settings above and the KDF, sealed with
+// AES-256-GCM under a key derived from the master key (CheckSealed). A
+// LOWER writer who sets plaintext_names or a one-iteration KDF in the
+// config is then caught by recovery too, which says what was changed.
+// Versions 1 and 2 have no seal; the CLI checks their settings against the
+// data instead.
+//
 // Robustness. Load runs before anything is authenticated, on a file that
 // anyone with write access to the lower directory can replace, so it reads
 // at most MaxFileSize bytes, refuses anything but a regular file (a FIFO
@@ -34,6 +44,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,10 +67,15 @@ const FileName = "twincrypt.conf"
 // Version is the newest config format version this code reads and
 // writes. Version 2 differs from version 1 in one thing: "aes-cbc" content
 // is CBC over each 512-byte sector of an extent instead of over the whole
-// 4096-byte extent (FORMAT.md §3.2). A new volume gets the lowest version
-// that describes it (versionFor): aes-xts volumes stay version 1, which
-// earlier twincrypt binaries read too.
-const Version = 2
+// 4096-byte extent (FORMAT.md §3.2). Version 3 is version 2 plus the
+// sealed_settings field. New volumes get version 3; Rewrap raises a
+// version 1 aes-xts or version 2 config to 3 (their content is the same);
+// a version 1 aes-cbc volume keeps version 1, whose extent-long CBC no
+// later version describes.
+const Version = 3
+
+// SealedVersion is the first version with sealed_settings.
+const SealedVersion = 3
 
 // MinVersion is the oldest config format version this code reads.
 const MinVersion = 1
@@ -80,6 +96,14 @@ const kekSize = 32
 // wrappedSize is the length of WrappedKey: nonce, master key, GCM tag.
 const wrappedSize = 12 + keys.MasterKeySize + 16
 
+// settingsPurpose names the HKDF subkey of the master key that seals the
+// settings (FORMAT.md §2); maxSealedSize bounds sealed_settings, nonce (12)
+// and tag (16) included, far above a real one (about 250 bytes).
+const (
+	settingsPurpose = "config settings"
+	maxSealedSize   = 4096
+)
+
 // Sentinel errors the CLI maps to exit codes.
 var (
 	ErrMissing            = errors.New("config: no twincrypt.conf in this directory")
@@ -94,6 +118,15 @@ var (
 	ErrEmptyPassphrase = errors.New("config: empty passphrase")
 	// ErrKeyBytes is returned for a key size the cipher does not take.
 	ErrKeyBytes = errors.New("config: invalid key size for cipher")
+	// ErrAltered: the config's settings differ from the sealed ones, or
+	// the seal does not open under a master key the data confirmed.
+	ErrAltered = errors.New("config: the config was altered")
+	// ErrUnsealed: the config is of a version without sealed settings.
+	ErrUnsealed = errors.New("config: no sealed settings (config version 1 or 2)")
+	// ErrSealKey: the seal does not open under the given master key, which
+	// is wrong or whose config was altered; the caller tells which from
+	// the data.
+	ErrSealKey = errors.New("config: the sealed settings do not open under this master key")
 )
 
 // cipherInfo describes one content cipher a config may name.
@@ -120,14 +153,16 @@ type Config struct {
 	PlaintextNames bool       `json:"plaintext_names"`
 	KDF            kdf.Params `json:"kdf"`
 	WrappedKey     []byte     `json:"wrapped_key"` // AES-256-GCM nonce||ct||tag of the master key
+	// SealedSettings (version 3) is nonce||AES-256-GCM(settings)||tag
+	// under the master key's "config settings" subkey; see CheckSealed.
+	SealedSettings []byte `json:"sealed_settings,omitempty"`
 }
 
 // Options choose what Create writes.
 type Options struct {
 	// Version is the config format version to write: 0 means the
-	// lowest that describes the volume (2 for aes-cbc, 1 for aes-xts).
-	// Recreate needs 1 for an aes-cbc volume that an earlier twincrypt
-	// made, whose files use extent-long CBC.
+	// newest (3). Recreate needs 1 for an aes-cbc volume that an earlier
+	// twincrypt made, whose files use extent-long CBC.
 	Version        int
 	Cipher         string // default "aes-xts"
 	KeyBytes       int    // default 64 for xts, 32 for cbc
@@ -196,7 +231,7 @@ func createWithKey(dir string, passphrase, master []byte, opts Options) (*Config
 		c.Creator = "twincrypt"
 	}
 	if c.Version == 0 {
-		c.Version = versionFor(c.Cipher)
+		c.Version = Version
 	}
 	if err := checkVersion(c.Version); err != nil {
 		return nil, err
@@ -216,6 +251,9 @@ func createWithKey(dir string, passphrase, master []byte, opts Options) (*Config
 	}
 	c.KDF = p
 	if err := c.wrap(passphrase, master); err != nil {
+		return nil, err
+	}
+	if err := c.seal(master); err != nil {
 		return nil, err
 	}
 	data, err := c.marshal()
@@ -310,16 +348,22 @@ func (c *Config) validate() error {
 	if len(c.WrappedKey) != wrappedSize {
 		return fmt.Errorf("%w: wrapped_key is %d bytes, want %d", ErrCorrupt, len(c.WrappedKey), wrappedSize)
 	}
+	switch n := len(c.SealedSettings); {
+	case c.Version < SealedVersion && c.SealedSettings != nil:
+		return fmt.Errorf("%w: sealed_settings in a version %d config (it came with version %d)", ErrCorrupt, c.Version, SealedVersion)
+	case c.Version >= SealedVersion && (n < 12+16 || n > maxSealedSize):
+		return fmt.Errorf("%w: sealed_settings is %d bytes", ErrCorrupt, n)
+	}
 	return nil
 }
 
-// versionFor is the config version of a new volume with cipher: 2 for
-// aes-cbc (512-byte CBC sectors), 1 otherwise.
-func versionFor(cipher string) int {
-	if ciphers[cipher].spec1 != "" {
-		return 2
+// upgradeVersion is the version Rewrap gives c: the newest, unless c is a
+// version 1 aes-cbc config, whose extent-long CBC only version 1 describes.
+func (c *Config) upgradeVersion() int {
+	if c.Version == 1 && ciphers[c.Cipher].spec1 != "" {
+		return 1
 	}
-	return 1
+	return Version
 }
 
 // checkVersion returns ErrUnsupportedVersion for a version this code
@@ -347,6 +391,109 @@ func newGCM(kek []byte) (cipher.AEAD, error) {
 		return nil, err
 	}
 	return cipher.NewGCM(block)
+}
+
+// sealedSettings is what sealed_settings holds: every field but creator
+// and the wrapped key, as JSON.
+type sealedSettings struct {
+	Version        int        `json:"version"`
+	Cipher         string     `json:"cipher"`
+	KeyBytes       int        `json:"key_bytes"`
+	PlaintextNames bool       `json:"plaintext_names"`
+	KDF            kdf.Params `json:"kdf"`
+}
+
+func (c *Config) settings() sealedSettings {
+	return sealedSettings{c.Version, c.Cipher, c.KeyBytes, c.PlaintextNames, c.KDF}
+}
+
+// settingsAD is the GCM additional data of sealed_settings.
+var settingsAD = []byte("twincrypt.conf sealed_settings")
+
+func settingsAEAD(master []byte) (cipher.AEAD, error) {
+	key := keys.Derive(master, settingsPurpose, nil, kekSize)
+	defer keys.Wipe(key)
+	return newGCM(key)
+}
+
+// seal sets c.SealedSettings from c's fields (version 3 and later).
+func (c *Config) seal(master []byte) error {
+	if c.Version < SealedVersion {
+		c.SealedSettings = nil
+		return nil
+	}
+	plain, err := json.Marshal(c.settings())
+	if err != nil {
+		return err
+	}
+	aead, err := settingsAEAD(master)
+	if err != nil {
+		return err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return fmt.Errorf("config: reading random nonce: %w", err)
+	}
+	c.SealedSettings = aead.Seal(nonce, nonce, plain, settingsAD)
+	return nil
+}
+
+// CheckSealed compares c's settings with the sealed ones, for recovery
+// with master, which cannot open the wrapped key. It returns ErrUnsealed
+// for a version 1 or 2 config; ErrSealKey when the seal does not open (a
+// wrong master key, or an altered seal: the data can tell); ErrAltered,
+// with a message that names every changed field, when the seal opens and
+// the config says otherwise; nil when they agree.
+func (c *Config) CheckSealed(master []byte) error {
+	if c.Version < SealedVersion {
+		return fmt.Errorf("%w: this one is version %d", ErrUnsealed, c.Version)
+	}
+	aead, err := settingsAEAD(master)
+	if err != nil {
+		return err
+	}
+	n := aead.NonceSize()
+	plain, err := aead.Open(nil, c.SealedSettings[:n], c.SealedSettings[n:], settingsAD)
+	if err != nil {
+		return ErrSealKey
+	}
+	var s sealedSettings
+	dec := json.NewDecoder(bytes.NewReader(plain))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		// Sealed by someone with the master key: not an attacker's doing.
+		return fmt.Errorf("%w: sealed_settings: %w", ErrCorrupt, err)
+	}
+	var diffs []string
+	differ := func(field string, cfg, sealed any) {
+		diffs = append(diffs, fmt.Sprintf("config says %s=%v but the sealed settings say %v", field, cfg, sealed))
+	}
+	cur := c.settings()
+	if cur.Version != s.Version {
+		differ("version", cur.Version, s.Version)
+	}
+	if cur.Cipher != s.Cipher {
+		differ("cipher", cur.Cipher, s.Cipher)
+	}
+	if cur.KeyBytes != s.KeyBytes {
+		differ("key_bytes", cur.KeyBytes, s.KeyBytes)
+	}
+	if cur.PlaintextNames != s.PlaintextNames {
+		differ("plaintext_names", cur.PlaintextNames, s.PlaintextNames)
+	}
+	a, _ := json.Marshal(cur.KDF)
+	b, _ := json.Marshal(s.KDF)
+	switch {
+	case bytes.Equal(a, b):
+	case cur.KDF.String() == s.KDF.String():
+		differ("kdf.salt", base64.StdEncoding.EncodeToString(cur.KDF.Salt), base64.StdEncoding.EncodeToString(s.KDF.Salt))
+	default:
+		differ("kdf", cur.KDF, s.KDF)
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: %s; refusing", ErrAltered, strings.Join(diffs, "; "))
+	}
+	return nil
 }
 
 // wrap sets c.WrappedKey to master encrypted under the KEK that c.KDF
@@ -398,8 +545,9 @@ func (c *Config) Unlock(passphrase []byte) ([]byte, error) {
 // Rewrap wraps master (the key Unlock returned) under newPass with the KDF
 // parameters newKDF, in memory; Save writes the result. The zero newKDF
 // means kdf.Default("argon2id"), and an empty salt is replaced by a fresh
-// random one (a passphrase change should always get a new salt). On error c
-// is unchanged.
+// random one (a passphrase change should always get a new salt). The
+// config is raised to version 3 and its settings sealed, unless it is a
+// version 1 aes-cbc config (see Version). On error c is unchanged.
 //
 // Rewrap cannot check that master is this volume's key; a wrong one would
 // make every file unreadable. ChangePassphrase does the check.
@@ -419,7 +567,11 @@ func (c *Config) Rewrap(newPass, master []byte, newKDF kdf.Params) error {
 	}
 	n := *c
 	n.KDF = p
+	n.Version = c.upgradeVersion()
 	if err := n.wrap(newPass, master); err != nil {
+		return err
+	}
+	if err := n.seal(master); err != nil {
 		return err
 	}
 	*c = n
@@ -645,7 +797,7 @@ func Load(dir string) (*Config, error) {
 var (
 	requiredKeys = []string{"version", "cipher", "key_bytes", "plaintext_names", "kdf", "wrapped_key"}
 	knownKeys    = map[string]bool{"creator": true, "version": true, "cipher": true, "key_bytes": true,
-		"plaintext_names": true, "kdf": true, "wrapped_key": true}
+		"plaintext_names": true, "kdf": true, "wrapped_key": true, "sealed_settings": true}
 	knownKDFKeys = map[string]bool{"algorithm": true, "salt": true, "time": true, "memory_kib": true,
 		"threads": true, "log_n": true, "r": true, "p": true, "iterations": true, "hash": true}
 )

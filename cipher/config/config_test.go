@@ -72,7 +72,7 @@ func TestCreateLoadUnlock(t *testing.T) {
 	if len(master) != keys.MasterKeySize {
 		t.Fatalf("master key is %d bytes", len(master))
 	}
-	if c.Cipher != "aes-xts" || c.KeyBytes != 64 || c.Version != 1 || c.PlaintextNames || c.Creator != "twincrypt test" {
+	if c.Cipher != "aes-xts" || c.KeyBytes != 64 || c.Version != 3 || c.PlaintextNames || c.Creator != "twincrypt test" {
 		t.Errorf("created %+v", c)
 	}
 	if len(c.KDF.Salt) != kdf.SaltSize {
@@ -349,8 +349,19 @@ func TestTamperedFields(t *testing.T) {
 		"kdf to pbkdf2": func(m map[string]any) {
 			m["kdf"] = map[string]any{"algorithm": "pbkdf2", "salt": m["kdf"].(map[string]any)["salt"], "iterations": 1, "hash": "sha256"}
 		},
-		"kdf memory halved": func(m map[string]any) { m["kdf"].(map[string]any)["memory_kib"] = 32 },
-		"version 1->2":      func(m map[string]any) { m["version"] = 2 },
+		"kdf memory halved":          func(m map[string]any) { m["kdf"].(map[string]any)["memory_kib"] = 32 },
+		"version 3->2, seal dropped": func(m map[string]any) { m["version"] = 2; delete(m, "sealed_settings") },
+	}
+	// What CheckSealed, which recovery uses instead of the passphrase,
+	// says about each edit.
+	sealedSays := map[string]string{
+		"cipher xts->cbc":   "config says cipher=aes-cbc but the sealed settings say aes-xts",
+		"key_bytes 32->64":  "config says key_bytes=64 but the sealed settings say 32",
+		"plaintext_names":   "config says plaintext_names=true but the sealed settings say false",
+		"kdf time":          "config says kdf=argon2id (t=2, m=64 KiB, p=1) but the sealed settings say argon2id (t=1, m=64 KiB, p=1)",
+		"kdf salt":          "config says kdf.salt=AAAA",
+		"kdf to pbkdf2":     "config says kdf=pbkdf2-sha256 (1 iterations) but the sealed settings say argon2id (t=1, m=64 KiB, p=1)",
+		"kdf memory halved": "config says kdf=argon2id (t=1, m=32 KiB, p=1)",
 	}
 	for name, edit := range edits {
 		t.Run(name, func(t *testing.T) {
@@ -364,7 +375,58 @@ func TestTamperedFields(t *testing.T) {
 			if got, err := c.Unlock(pass); !errors.Is(err, ErrWrongPassphrase) {
 				t.Fatalf("tampered config unlocked: %x, %v", got, err)
 			}
+			err = c.CheckSealed(master)
+			switch want, ok := sealedSays[name]; {
+			case ok:
+				if !errors.Is(err, ErrAltered) || !strings.Contains(err.Error(), want) || !strings.HasSuffix(err.Error(), "; refusing") {
+					t.Errorf("CheckSealed = %v, want ErrAltered saying %q", err, want)
+				}
+			case name == "wrapped_key flip":
+				if err != nil {
+					t.Errorf("CheckSealed after a wrapped_key flip = %v (the seal does not cover the wrapped key)", err)
+				}
+			default:
+				if !errors.Is(err, ErrUnsealed) {
+					t.Errorf("CheckSealed of a downgraded config = %v, want ErrUnsealed", err)
+				}
+			}
 		})
+	}
+	// The seal itself: flipped, or opened with another master key.
+	for _, tc := range []struct {
+		name string
+		edit func(m map[string]any)
+		key  []byte
+	}{
+		{"seal flipped", func(m map[string]any) { m["sealed_settings"] = flipBase64(m["sealed_settings"].(string)) }, master},
+		{"other master key", func(map[string]any) {}, bytes.Repeat([]byte{7}, keys.MasterKeySize)},
+	} {
+		m := cloneJSON(t, orig)
+		tc.edit(m)
+		writeRaw(t, dir, m)
+		c, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckSealed(tc.key); !errors.Is(err, ErrSealKey) {
+			t.Errorf("%s: CheckSealed = %v, want ErrSealKey", tc.name, err)
+		}
+	}
+	for _, bad := range []func(m map[string]any){
+		func(m map[string]any) { delete(m, "sealed_settings") },
+		func(m map[string]any) { m["sealed_settings"] = "AAAA" },
+		func(m map[string]any) { m["version"] = 1 },
+	} {
+		m := cloneJSON(t, orig)
+		bad(m)
+		writeRaw(t, dir, m)
+		if _, err := Load(dir); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("sealed_settings missing, short, or in a version 1 config: Load = %v, want ErrCorrupt", err)
+		}
+	}
+	writeRaw(t, dir, orig)
+	if c, err := Load(dir); err != nil || c.CheckSealed(master) != nil {
+		t.Fatalf("the untouched config: %v", err)
 	}
 	// The creator is informational and not authenticated.
 	m := cloneJSON(t, orig)
@@ -384,8 +446,8 @@ func TestTamperedFields(t *testing.T) {
 	}
 }
 
-// TestVersions: Create writes version 2 for aes-cbc and 1 for aes-xts
-// unless told otherwise; a version 1
+// TestVersions: Create writes version 3, sealed, unless told otherwise;
+// versions 1 and 2 are raised to 3 by a passphrase change; a version 1
 // config (what twincrypt wrote before 512-byte CBC sectors) loads, unlocks
 // and names the extent-long CBC, and keeps its version through a
 // passphrase change; editing a version 1 aes-cbc config into version 2,
@@ -397,13 +459,33 @@ func TestVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Version != 2 || c.ContentSpec() != "aes-cbc-essiv:sha256/512" {
+	if c.Version != 3 || c.ContentSpec() != "aes-cbc-essiv:sha256/512" || c.CheckSealed(master) != nil {
 		t.Fatalf("new aes-cbc config: version %d, spec %q", c.Version, c.ContentSpec())
 	}
-	if c, _, err := Create(t.TempDir(), pass, Options{KDF: cheapKDF()}); err != nil || c.Version != 1 {
-		t.Fatalf("new aes-xts config: %v (it must stay version 1, which earlier binaries read)", err)
+	if c, m, err := Create(t.TempDir(), pass, Options{KDF: cheapKDF()}); err != nil || c.Version != 3 || c.CheckSealed(m) != nil {
+		t.Fatalf("new aes-xts config: %v, version %d", err, c.Version)
 	}
-	for _, v := range []int{-1, 3} {
+	// Versions 1 and 2 are still written on request, without a seal, and
+	// a passphrase change raises them to 3 (their content reads the same).
+	for _, o := range []Options{{Version: 1}, {Version: 2}, {Version: 2, Cipher: "aes-cbc"}} {
+		o.KDF = cheapKDF()
+		d := t.TempDir()
+		c, m, err := Create(d, pass, o)
+		if err != nil || c.Version != o.Version || c.SealedSettings != nil || !errors.Is(c.CheckSealed(m), ErrUnsealed) {
+			t.Fatalf("%+v: %v, %+v", o, err, c)
+		}
+		spec := c.ContentSpec()
+		if err := c.ChangePassphrase(pass, []byte("new"), cheapKDF()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Save(d); err != nil {
+			t.Fatal(err)
+		}
+		if c, err = Load(d); err != nil || c.Version != 3 || c.ContentSpec() != spec || c.CheckSealed(m) != nil {
+			t.Fatalf("%+v after a passphrase change: %v, version %d, spec %q", o, err, c.Version, c.ContentSpec())
+		}
+	}
+	for _, v := range []int{-1, 4} {
 		if _, _, err := Create(t.TempDir(), pass, Options{Version: v, KDF: cheapKDF()}); !errors.Is(err, ErrUnsupportedVersion) {
 			t.Errorf("Create version %d: %v", v, err)
 		}
@@ -521,7 +603,7 @@ func TestLoadRejects(t *testing.T) {
 	}{
 		{"unknown cipher", set("cipher", "serpent-xts"), ErrUnknownCipher, false},
 		{"empty cipher", set("cipher", ""), ErrUnknownCipher, false},
-		{"version 3", set("version", 3), ErrUnsupportedVersion, false},
+		{"version 4", set("version", 4), ErrUnsupportedVersion, false},
 		{"version 0", set("version", 0), ErrUnsupportedVersion, false},
 		{"version -1", set("version", -1), ErrUnsupportedVersion, false},
 		{"version string", set("version", "1"), ErrCorrupt, false},

@@ -6,10 +6,13 @@
 // first thing that happens with them (before anything authenticates the
 // file), so every cost is bounded by Validate: a tampered config can make an
 // unlock fail, but it cannot make the process allocate gigabytes it was
-// never going to, or spin for days. Lowering the costs does not help an
-// attacker either: the master key is wrapped under the key derived with the
+// never going to, or spin for days. Lowering the costs does not open the
+// volume either: the master key is wrapped under the key derived with the
 // original parameters, so a config with weakened parameters simply does not
-// unlock (see package config).
+// unlock (see package config). It could have made the next wrapping weak,
+// though: recovery with the master key used to rewrap under the config's
+// parameters. CheckMinimum is the floor the CLI holds every wrapping and
+// unlock to, and recovery takes no parameters from the config.
 //
 // The bounds are deliberately far above the defaults (argon2id 64 MiB / 3
 // passes, scrypt 128 MiB, PBKDF2 600 000 iterations) so that users may raise
@@ -33,6 +36,10 @@ import (
 // ErrParams is returned for parameters that are unknown, malformed or so
 // costly that honouring them would be a denial of service.
 var ErrParams = errors.New("kdf: invalid parameters")
+
+// ErrWeak is returned by CheckMinimum for valid parameters that cost less
+// than the minimums below. It wraps ErrParams.
+var ErrWeak = fmt.Errorf("%w: below the minimum cost", ErrParams)
 
 // Algorithm names as they appear in Params.Algorithm.
 const (
@@ -83,6 +90,72 @@ const (
 	MaxKeyLen = 1024
 )
 
+// Minimum costs, enforced by CheckMinimum wherever a passphrase is wrapped
+// or unwrapped (the CLI: init, passwd, mount, fsck, path). Validate's bounds
+// above say what can be computed at all; these say what is worth
+// computing. They are the cheapest settings of the OWASP Password Storage
+// Cheat Sheet (2023), which are also the floor of RFC 9106's guidance:
+//
+//   - argon2id: the memory for t passes must reach MinArgon2MemoryKiB[t]
+//     (46 MiB for 1 pass, 19 MiB for 2, 12 MiB for 3, 9 MiB for 4, 7 MiB for
+//     5 or more: OWASP's five equivalent rows, m=47104/t=1 ... m=7168/t=5);
+//   - scrypt: 128*r*N of at least 8 MiB and 128*r*N*p of at least 80 MiB
+//     (OWASP's rows N=2^17,r=8,p=1 down to N=2^13,r=8,p=10 all meet both);
+//   - PBKDF2: 600 000 iterations of HMAC-SHA-256, 210 000 of HMAC-SHA-512.
+//
+// The defaults are well above them (argon2id 64 MiB x 3, scrypt 128 MiB,
+// PBKDF2 600 000). Volumes made before the minimums existed, such as the
+// example volumes in testdata/ (argon2id 1 MiB x 1 pass), are below them:
+// the CLI opens those only when the user says so (--allow-weak-kdf), never
+// because a config says so.
+var MinArgon2MemoryKiB = [...]uint32{1: 47104, 2: 19456, 3: 12288, 4: 9216, 5: 7168}
+
+const (
+	MinScryptMemory = 8 << 20
+	MinScryptWork   = 80 << 20
+	MinPBKDF2SHA256 = 600000
+	MinPBKDF2SHA512 = 210000
+	minimumsSummary = "argon2id 46 MiB x 1 pass, 19 MiB x 2, 12 MiB x 3, 9 MiB x 4 or 7 MiB x 5+; scrypt 128*r*N >= 8 MiB and 128*r*N*p >= 80 MiB; pbkdf2 600000 iterations (sha256) or 210000 (sha512)"
+)
+
+// MinimumsSummary says the minimums in one line, for messages.
+func MinimumsSummary() string { return minimumsSummary }
+
+// CheckMinimum returns an error wrapping ErrWeak when valid parameters
+// cost less than the minimums, and Validate's error for invalid ones.
+func (p Params) CheckMinimum() error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	weak := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s (minimums: %s)", ErrWeak, fmt.Sprintf(format, args...), minimumsSummary)
+	}
+	switch p.Algorithm {
+	case Argon2id:
+		t := min(int(p.Time), len(MinArgon2MemoryKiB)-1)
+		if need := MinArgon2MemoryKiB[t]; p.MemoryKiB < need {
+			return weak("argon2id with %d KiB and %d pass(es): needs at least %d KiB for that many passes", p.MemoryKiB, p.Time, need)
+		}
+	case Scrypt:
+		mem := 128 * uint64(p.R) << uint(p.LogN)
+		if mem < MinScryptMemory {
+			return weak("scrypt 128*r*N = %d bytes, needs at least %d", mem, MinScryptMemory)
+		}
+		if work := mem * uint64(p.P); work < MinScryptWork {
+			return weak("scrypt 128*r*N*p = %d bytes, needs at least %d", work, MinScryptWork)
+		}
+	case PBKDF2:
+		need := MinPBKDF2SHA256
+		if p.Hash == "sha512" {
+			need = MinPBKDF2SHA512
+		}
+		if p.Iterations < need {
+			return weak("pbkdf2-%s with %d iterations, needs at least %d", p.Hash, p.Iterations, need)
+		}
+	}
+	return nil
+}
+
 // Params is the JSON-serialised description of one derivation. Only the
 // fields of the chosen algorithm are set.
 type Params struct {
@@ -125,6 +198,23 @@ func Default(algorithm string) (Params, error) {
 	}
 	p.Salt = salt
 	return p, nil
+}
+
+// String describes the function and its costs (not the salt), for messages.
+func (p Params) String() string {
+	switch p.Algorithm {
+	case Argon2id:
+		mem := fmt.Sprintf("%d KiB", p.MemoryKiB)
+		if p.MemoryKiB%1024 == 0 {
+			mem = fmt.Sprintf("%d MiB", p.MemoryKiB/1024)
+		}
+		return fmt.Sprintf("argon2id (t=%d, m=%s, p=%d)", p.Time, mem, p.Threads)
+	case Scrypt:
+		return fmt.Sprintf("scrypt (N=2^%d, r=%d, p=%d)", p.LogN, p.R, p.P)
+	case PBKDF2:
+		return fmt.Sprintf("pbkdf2-%s (%d iterations)", p.Hash, p.Iterations)
+	}
+	return fmt.Sprintf("%q", p.Algorithm)
 }
 
 // NewSalt returns SaltSize fresh random bytes.

@@ -357,3 +357,46 @@ func TestDeriveSeparates(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckMinimum: the defaults and OWASP's rows pass; one step below each
+// row, the attack's PBKDF2 x 1 and argon2id 8 KiB x 1, and the example
+// volumes' 1 MiB x 1 are refused with ErrWeak (and so ErrParams).
+func TestCheckMinimum(t *testing.T) {
+	for _, alg := range []string{Argon2id, Scrypt, PBKDF2} {
+		p, _ := Default(alg)
+		if err := p.CheckMinimum(); err != nil {
+			t.Errorf("default %s: %v", alg, err)
+		}
+	}
+	argon := func(m, t uint32) Params {
+		return Params{Algorithm: Argon2id, Salt: salt(), Time: t, MemoryKiB: m, Threads: 1}
+	}
+	scrypt := func(logN, r, p int) Params { return Params{Algorithm: Scrypt, Salt: salt(), LogN: logN, R: r, P: p} }
+	pbkdf2 := func(n int, h string) Params { return Params{Algorithm: PBKDF2, Salt: salt(), Iterations: n, Hash: h} }
+	ok := []Params{
+		argon(47104, 1), argon(19456, 2), argon(12288, 3), argon(9216, 4), argon(7168, 5), argon(7168, 50),
+		scrypt(17, 8, 1), scrypt(16, 8, 2), scrypt(15, 8, 3), scrypt(14, 8, 5), scrypt(13, 8, 10),
+		pbkdf2(600000, "sha256"), pbkdf2(210000, "sha512"),
+	}
+	weak := []Params{
+		argon(47103, 1), argon(19455, 2), argon(12287, 3), argon(9215, 4), argon(7167, 5), argon(7167, 100),
+		argon(8, 1), argon(1024, 1), argon(8192, 1),
+		scrypt(12, 8, 20), scrypt(14, 8, 4), scrypt(10, 8, 1),
+		pbkdf2(1, "sha256"), pbkdf2(599999, "sha256"), pbkdf2(209999, "sha512"),
+	}
+	for _, p := range ok {
+		if err := p.CheckMinimum(); err != nil {
+			t.Errorf("%+v: %v", p, err)
+		}
+	}
+	for _, p := range weak {
+		err := p.CheckMinimum()
+		if !errors.Is(err, ErrWeak) || !errors.Is(err, ErrParams) || !strings.Contains(err.Error(), "minimums:") {
+			t.Errorf("%+v: %v, want ErrWeak naming the minimums", p, err)
+		}
+	}
+	// Invalid parameters are invalid first, not weak.
+	if err := argon(4, 1).CheckMinimum(); err == nil || errors.Is(err, ErrWeak) {
+		t.Errorf("argon2id 4 KiB: %v, want a Validate error", err)
+	}
+}

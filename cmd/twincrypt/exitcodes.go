@@ -19,7 +19,7 @@ const (
 	exitError           = 1  // any other error
 	exitUsage           = 2  // bad command line: unknown flag or command, bad argument, bad -o option
 	exitConfigMissing   = 10 // LOWER is missing, no directory, or holds no twincrypt.conf
-	exitConfigInvalid   = 11 // config corrupt, of an unsupported version, or naming an unknown cipher or KDF
+	exitConfigInvalid   = 11 // config corrupt, altered (its sealed settings differ), of an unsupported version, naming an unknown cipher or KDF, or a KDF below the minimums
 	exitWrongPassphrase = 12 // the passphrase does not unlock the master key, or the data refutes a given master key
 	exitMountpoint      = 13 // MNT missing, not a directory, not empty, overlapping LOWER, or not a mount (umount)
 	exitMountFailed     = 14 // the FUSE mount itself failed (no /dev/fuse, no permission, fusermount error)
@@ -49,6 +49,8 @@ var exitTable = []struct {
 	{config.ErrUnsupportedVersion, exitConfigInvalid},
 	{config.ErrUnknownCipher, exitConfigInvalid},
 	{config.ErrKeyBytes, exitConfigInvalid},
+	{config.ErrAltered, exitConfigInvalid},
+	{config.ErrUnsealed, exitConfigInvalid},
 	{kdf.ErrParams, exitConfigInvalid},
 	{config.ErrWrongPassphrase, exitWrongPassphrase},
 	{errWrongMasterKey, exitWrongPassphrase},
@@ -73,7 +75,7 @@ var exitCodeDoc = []struct {
 	{exitError, "other error"},
 	{exitUsage, "usage error (bad flag, argument or -o option)"},
 	{exitConfigMissing, "LOWER missing, or no twincrypt.conf in it"},
-	{exitConfigInvalid, "corrupt config, unsupported config version, unknown cipher or KDF"},
+	{exitConfigInvalid, "corrupt or altered config, unsupported config version, unknown cipher or KDF,\n       KDF below the minimums (--allow-weak-kdf)"},
 	{exitWrongPassphrase, "wrong passphrase (or master key)"},
 	{exitMountpoint, "mountpoint problem (missing, not a directory, not empty, overlaps LOWER;\n       for umount: not a mount point)"},
 	{exitMountFailed, "FUSE mount failed"},

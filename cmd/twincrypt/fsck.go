@@ -74,6 +74,7 @@ passphrase.`,
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	f.register(fl, "read the passphrase from the first line of `FILE`")
+	f.registerAllowWeak(fl)
 	fl.BoolVar(&f.repair, "repair", false, "move unreadable entries to /lost+found, delete orphaned sidecars")
 	fl.BoolVar(&f.quick, "quick", false, "do not read file extents (sizes, headers, names, links and xattrs only)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -88,6 +89,9 @@ func runFsck(cmd *cobra.Command, f fsckFlags, lowerArg string) error {
 	cfg, err := config.Load(lower)
 	if err != nil {
 		return fmt.Errorf("load config of %s: %w", lower, err)
+	}
+	if err := f.checkConfigKDF(lower, cfg); err != nil {
+		return err
 	}
 	mnt := mountedAt(lower)
 	if f.repair && mnt != "" {

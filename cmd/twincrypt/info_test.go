@@ -17,10 +17,10 @@ func TestInfo(t *testing.T) {
 	for _, want := range []string{
 		"lower:     " + lower,
 		"creator:   twincrypt ",
-		"version:   2",
+		"version:   3",
 		"cipher:    aes-cbc (aes-cbc-essiv:sha256/512), 128-bit key, AES-128-CBC-ESSIV",
 		"names:     encrypted",
-		"kdf:       argon2id (t=1, m=8 MiB, p=1), 32-byte salt",
+		"kdf:       argon2id (t=5, m=7 MiB, p=1), 32-byte salt",
 		"contents:  0 directories, 0 files, 0 symlinks, 0 other",
 		"metadata:  1 directory IV, 0 long-name sidecars",
 	} {
@@ -35,8 +35,8 @@ func TestInfo(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
-	if v.Cipher != "aes-cbc" || v.KeyBytes != 16 || v.KeyBits != 128 || v.Version != 2 || v.PlaintextNames ||
-		v.KDF.Algorithm != "argon2id" || v.KDF.MemoryKiB != 8192 || v.KDF.SaltBytes != 32 || v.Contents == nil {
+	if v.Cipher != "aes-cbc" || v.KeyBytes != 16 || v.KeyBits != 128 || v.Version != 3 || v.PlaintextNames ||
+		v.KDF.Algorithm != "argon2id" || v.KDF.MemoryKiB != 7168 || v.KDF.SaltBytes != 32 || v.Contents == nil {
 		t.Errorf("info --json: %+v", v)
 	}
 	if strings.Contains(r.stdout, "wrapped_key") || strings.Contains(r.stdout, `"salt"`) {

@@ -59,15 +59,22 @@ Ciphers (eCryptfs calls these ecryptfs_cipher / ecryptfs_key_bytes):
             aes-cbc-essiv:sha256), eight per 4096-byte extent; --key-bytes
             32 (AES-256, default) or 16 (AES-128)
 
+New volumes are format version 3: the settings are also sealed under the
+master key, so that recovery with the master key can tell an altered config.
 --format-version 1 makes an aes-cbc volume of the first format, with one
 CBC chain per 4096-byte extent (as eCryptfs), which twincrypt binaries from
 before format version 2 (2026-12-02) can also open; its writes are slower
-(CBC encryption is serial within a chain). aes-xts volumes are version 1
-either way.
+(CBC encryption is serial within a chain). --format-version 1 or 2 makes a
+volume that earlier binaries open, without the sealed settings.
 
 Key derivation (--kdf): argon2id (default), scrypt or pbkdf2. The cost flags
 override the defaults of the chosen function only; giving a cost flag of
-another function is an error.
+another function is an error. Costs below the minimums (argon2id 46 MiB x 1
+pass, 19 MiB x 2, 12 MiB x 3, 9 MiB x 4 or 7 MiB x 5 and more; scrypt
+128*r*N >= 8 MiB and 128*r*N*p >= 80 MiB; PBKDF2 600000 iterations of
+SHA-256 or 210000 of SHA-512: OWASP 2023's cheapest settings) are refused
+unless --allow-weak-kdf is given, and such a volume then needs
+--allow-weak-kdf to be opened too.
 
 Recovery: with --masterkey-file FILE or --masterkey (the key typed or pasted
 on the terminal without echo, else read from stdin), init writes a new
@@ -85,8 +92,8 @@ key is never taken from the command line, where other users can read it.`,
   # AES-128-CBC, eCryptfs-like, passphrase from a file
   twincrypt init --cipher aes-cbc --key-bytes 16 --passfile ~/.vault-pass ~/vault.enc
 
-  # Cheaper KDF for a throwaway test volume
-  echo test | twincrypt init --kdf argon2id --kdf-time 1 --kdf-memory 16384 --quiet /tmp/t.enc
+  # The cheapest KDF above the minimums (argon2id 7 MiB x 5 passes)
+  echo test | twincrypt init --kdf-time 5 --kdf-memory 7168 --kdf-threads 1 --quiet /tmp/t.enc
 
   # The config is lost: a new one from the master key saved at init
   twincrypt init --masterkey-file ~/vault.masterkey ~/vault.enc`,
@@ -106,8 +113,9 @@ key is never taken from the command line, where other users can read it.`,
 	fl.IntVar(&f.scryptLogN, "scrypt-logn", 0, "scrypt cost: N = 2^logn (default: the KDF's default)")
 	fl.IntVar(&f.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations (default: the KDF's default)")
 	fl.BoolVar(&f.plaintextNames, "plaintext-names", false, "do not encrypt file names")
-	fl.IntVar(&f.formatVersion, "format-version", 0, "config format version: 1 or 2 (0 = the lowest that describes the volume: 2 for aes-cbc, 1 for aes-xts)")
+	fl.IntVar(&f.formatVersion, "format-version", 0, "config format version: 1, 2 or 3 (0 = 3; 1 and 2 for earlier binaries, without sealed settings)")
 	f.register(fl, "read the passphrase from the first line of `FILE`")
+	f.registerAllowWeak(fl)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success (not even the master key)")
 	f.mk.register(fl)
 	fl.BoolVar(&f.force, "force", false, "recovery: write the config even if nothing in LOWER can confirm the master key")
@@ -121,6 +129,9 @@ func runInit(cmd *cobra.Command, f initFlags, lowerArg string) error {
 	}
 	params, err := kdfParamsFromFlags(f, cmd.Flags().Changed)
 	if err != nil {
+		return err
+	}
+	if err := f.checkNewKDF(params); err != nil {
 		return err
 	}
 	if err := f.mk.check(false); err != nil {

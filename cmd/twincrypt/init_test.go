@@ -170,8 +170,8 @@ func TestChildArgsCarryReaddir(t *testing.T) {
 	}
 }
 
-// TestInitFormatVersion: init writes format version 2 for aes-cbc and 1
-// for aes-xts; --format-version 1 makes an aes-cbc volume of the first
+// TestInitFormatVersion: init writes format version 3 (sealed settings)
+// for both ciphers, 1 or 2 when asked; --format-version 1 makes an aes-cbc volume of the first
 // format (one CBC chain per extent), whose files carry header cipher id 2
 // and read back; a version this binary does not write is a usage error
 // and writes nothing.
@@ -181,8 +181,9 @@ func TestInitFormatVersion(t *testing.T) {
 		flags   []string
 		version int
 	}{
-		{[]string{"--cipher", "aes-cbc"}, 2},
-		{nil, 1},
+		{[]string{"--cipher", "aes-cbc"}, 3},
+		{nil, 3},
+		{[]string{"--format-version", "3"}, 3},
 		{[]string{"--cipher", "aes-cbc", "--format-version", "1"}, 1},
 		{[]string{"--format-version", "2"}, 2},
 	} {
@@ -192,7 +193,7 @@ func TestInitFormatVersion(t *testing.T) {
 			t.Errorf("init %v: %v, version %d, want %d", c.flags, err, cfg.Version, c.version)
 		}
 	}
-	for _, v := range []string{"0x", "3", "-1"} {
+	for _, v := range []string{"0x", "4", "-1"} {
 		dir := tempDir(t)
 		r := twincrypt(t, "", append([]string{"init", "--quiet", "--passfile", pf, "--format-version", v}, append(cheapKDF, dir)...)...)
 		r.expectExit(t, exitUsage, "init --format-version "+v)

@@ -28,11 +28,12 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 	}
 	settings := &config.Config{Version: config.Version, Cipher: f.cipher, KeyBytes: keyBytes, PlaintextNames: f.plaintextNames}
 	stderr := cmd.ErrOrStderr()
-	key, err := f.mk.read(os.Stdin, stderr)
+	lk, err := f.mk.read(os.Stdin, stderr)
 	if err != nil {
 		return err
 	}
-	defer wipe(key)
+	defer lk.Destroy()
+	key := lk.Bytes()
 	checked, err := verifyMasterKey(lower, settings, key, f.force)
 	if errors.Is(err, fsck.ErrSettings) && f.cipher == "aes-cbc" {
 		// The file headers may say aes-cbc over whole extents: a volume
@@ -59,8 +60,14 @@ func runInitRecover(cmd *cobra.Command, f initFlags, keyBytes int, params kdf.Pa
 		return err
 	}
 	defer wipe(pass)
+	// The version a fresh init writes (0), but for a version 1 aes-cbc
+	// volume, whose extent-long CBC only version 1 describes.
+	version := 0
+	if settings.Version == 1 {
+		version = 1
+	}
 	cfg, err := config.Recreate(lower, pass, key, config.Options{
-		Version:        settings.Version,
+		Version:        version,
 		Cipher:         f.cipher,
 		KeyBytes:       keyBytes,
 		PlaintextNames: f.plaintextNames,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
@@ -59,123 +60,312 @@ func (m masterKeyFlags) check(passGiven bool) error {
 	return nil
 }
 
-// read returns the 64-byte master key; the caller wipes it.
-func (m masterKeyFlags) read(stdin *os.File, prompt io.Writer) ([]byte, error) {
+// read returns the 64-byte master key in locked memory; the caller
+// destroys it.
+//
+// The key is never in ordinary Go memory, as hex or as bytes: a key file
+// is read into a locked buffer, a terminal or a pipe one byte at a time
+// into a locked byte, and every digit is decoded straight into the locked
+// key (keyParser) and wiped from where it was read. No string is ever
+// made of it: strings cannot be wiped, and the collector copies and frees
+// heap memory without clearing it, which is how hex copies of the key
+// stayed in the heap and in core dumps before (issue 39, finding 5).
+func (m masterKeyFlags) read(stdin *os.File, prompt io.Writer) (*keys.Locked, error) {
 	if m.file != "" {
 		return readMasterKeyFile(m.file)
 	}
 	fd := int(stdin.Fd())
 	if term.IsTerminal(fd) {
 		fmt.Fprintf(prompt, "Master key (%d hex digits; dashes, spaces and line breaks are ignored):\n", masterKeyHexDigits)
-		return readMasterKeyLines(func() ([]byte, error) { return term.ReadPassword(fd) })
+		return readMasterKeyTerminal(fd)
 	}
-	return readMasterKeyLines(func() ([]byte, error) {
-		line, err := readPassLine(stdin)
-		if errors.Is(err, errEmptyPassphrase) {
-			return nil, nil
-		}
-		return line, err
-	})
+	return readMasterKeyLines(stdin)
 }
 
 // readMasterKeyFile reads a key file: hex digits, with dashes, spaces and
 // line breaks anywhere (init's output can be copied as it is); "#" starts
 // a comment to the end of the line.
-func readMasterKeyFile(path string) ([]byte, error) {
+func readMasterKeyFile(path string) (*keys.Locked, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("master key file: %w", err)
 	}
 	defer f.Close()
-	buf := make([]byte, maxMasterKeyFile+1)
-	defer wipe(buf)
-	n, err := io.ReadFull(f, buf)
+	buf := keys.NewLocked(maxMasterKeyFile + 1)
+	defer buf.Destroy()
+	n, err := io.ReadFull(f, buf.Bytes())
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("master key file %s: %w", path, err)
 	}
 	if n > maxMasterKeyFile {
 		return nil, usageErrorf("master key file %s: longer than %d bytes, not a key", path, maxMasterKeyFile)
 	}
-	var digits []byte
-	defer func() { wipe(digits) }()
-	for _, line := range strings.Split(string(buf[:n]), "\n") {
-		line, _, _ = strings.Cut(line, "#")
-		digits = append(digits, keyDigits(line)...)
-	}
-	key, err := parseMasterKey(digits)
+	p := newKeyParser(true)
+	p.feed(buf.Bytes()[:n])
+	key, err := p.finish()
 	if err != nil {
 		return nil, usageErrorf("master key file %s: %v", path, err)
 	}
 	return key, nil
 }
 
-// readMasterKeyLines reads lines until they hold a whole key: a key pasted
-// as init printed it spans two lines.
-func readMasterKeyLines(next func() ([]byte, error)) ([]byte, error) {
-	var digits []byte
-	defer func() { wipe(digits) }()
-	for len(digits) < masterKeyHexDigits {
-		line, err := next()
-		if err != nil && !errors.Is(err, io.EOF) {
-			wipe(line)
+// readMasterKeyLines reads lines from r, a byte at a time, until they hold
+// a whole key (a key pasted as init printed it spans two lines), an empty
+// line or the end of input. Nothing after the key's last line is consumed:
+// passwd reads the new passphrase from the same pipe next.
+func readMasterKeyLines(r io.Reader) (*keys.Locked, error) {
+	one := keys.NewLocked(1)
+	defer one.Destroy()
+	b := one.Bytes()
+	return readKeyLines(func() (byte, bool, error) {
+		for {
+			n, err := r.Read(b)
+			if n == 1 {
+				c := b[0]
+				b[0] = 0
+				return c, true, nil
+			}
+			if err == io.EOF {
+				return 0, false, nil
+			}
+			if err != nil {
+				return 0, false, err
+			}
+		}
+	})
+}
+
+// readMasterKeyTerminal is readMasterKeyLines on a terminal, with echo
+// off. term.ReadPassword would do, but it collects the line in a growing
+// heap slice, leaving partial copies behind.
+func readMasterKeyTerminal(fd int) (*keys.Locked, error) {
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, fmt.Errorf("read the master key: %w", err)
+	}
+	noEcho := *old
+	noEcho.Lflag &^= unix.ECHO
+	noEcho.Lflag |= unix.ICANON | unix.ISIG
+	noEcho.Iflag |= unix.ICRNL
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &noEcho); err != nil {
+		return nil, fmt.Errorf("read the master key: %w", err)
+	}
+	defer func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }()
+	one := keys.NewLocked(1)
+	defer one.Destroy()
+	b := one.Bytes()
+	return readKeyLines(func() (byte, bool, error) {
+		for {
+			n, err := unix.Read(fd, b)
+			switch {
+			case n == 1:
+				c := b[0]
+				b[0] = 0
+				return c, true, nil
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				return 0, false, err
+			}
+			return 0, false, nil // end of input (^D)
+		}
+	})
+}
+
+// readKeyLines feeds the bytes next returns to a keyParser, line by line,
+// until a line ends with the whole key read, or an empty line or the end
+// of input comes.
+func readKeyLines(next func() (c byte, ok bool, err error)) (*keys.Locked, error) {
+	p := newKeyParser(false)
+	lineLen := 0
+	for {
+		c, ok, err := next()
+		if err != nil {
+			p.destroy()
 			return nil, fmt.Errorf("read the master key: %w", err)
 		}
-		if len(line) == 0 {
-			break // an empty line, or the end of input
+		if !ok {
+			break
 		}
-		digits = append(digits, keyDigits(string(line))...)
-		wipe(line)
+		if c == '\n' {
+			if lineLen == 0 || p.n >= masterKeyHexDigits {
+				break
+			}
+			lineLen = 0
+			continue
+		}
+		if c != '\r' {
+			lineLen++
+		}
+		p.byte(c)
 	}
-	key, err := parseMasterKey(digits)
+	key, err := p.finish()
 	if err != nil {
 		return nil, usageErrorf("master key: %v", err)
 	}
 	return key, nil
 }
 
-// keyDigits drops the separators init prints between groups.
-func keyDigits(s string) []byte {
-	var out []byte
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '-', ' ', '\t', '\r', '\n':
-		default:
-			out = append(out, c)
-		}
-	}
-	return out
+// keyParser decodes a master key as init prints it (hex digits in either
+// case, with dashes, spaces, tabs and line breaks anywhere) straight into
+// locked memory, one character at a time: no buffer of digits, no string.
+type keyParser struct {
+	key      *keys.Locked
+	n        int  // characters that are not separators: digits, or not hex
+	notHex   bool // one of them was not a hex digit
+	comments bool // "#" starts a comment to the end of the line (key files)
+	comment  bool // inside one
 }
 
-// parseMasterKey decodes exactly masterKeyHexDigits hex digits.
-func parseMasterKey(digits []byte) ([]byte, error) {
-	if len(digits) != masterKeyHexDigits {
-		return nil, fmt.Errorf("%d hex digits, want %d (as init printed it)", len(digits), masterKeyHexDigits)
+func newKeyParser(comments bool) *keyParser {
+	return &keyParser{key: keys.NewLocked(keys.MasterKeySize), comments: comments}
+}
+
+// feed parses b and wipes it.
+func (p *keyParser) feed(b []byte) {
+	for i, c := range b {
+		p.byte(c)
+		b[i] = 0
 	}
-	key := make([]byte, keys.MasterKeySize)
-	if _, err := hex.Decode(key, digits); err != nil {
-		wipe(key)
+}
+
+func (p *keyParser) byte(c byte) {
+	switch {
+	case p.comment:
+		p.comment = c != '\n'
+		return
+	case c == '#' && p.comments:
+		p.comment = true
+		return
+	case c == '-' || c == ' ' || c == '\t' || c == '\r' || c == '\n':
+		return
+	}
+	v, ok := hexValue(c)
+	if !ok {
+		p.notHex = true
+	} else if p.n < masterKeyHexDigits {
+		k := p.key.Bytes()
+		if p.n%2 == 0 {
+			k[p.n/2] = v << 4
+		} else {
+			k[p.n/2] |= v
+		}
+	}
+	p.n++
+}
+
+// hexValue decodes one hex digit.
+func hexValue(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// finish returns the key if exactly masterKeyHexDigits hex digits came;
+// otherwise it destroys it and says what was wrong (never with a digit).
+func (p *keyParser) finish() (*keys.Locked, error) {
+	switch {
+	case p.n != masterKeyHexDigits:
+		p.destroy()
+		return nil, fmt.Errorf("%d hex digits, want %d (as init printed it)", p.n, masterKeyHexDigits)
+	case p.notHex:
+		p.destroy()
 		return nil, errors.New("not a hexadecimal key (digits 0-9 and a-f, dashes and spaces allowed)")
 	}
-	return key, nil
+	return p.key, nil
 }
+
+func (p *keyParser) destroy() { p.key.Destroy() }
 
 // verifyMasterKey checks key against the data in lower under cfg's
 // settings and says what confirmed it. force accepts a key that nothing in
 // lower can confirm (never one that the data refutes); the message then
 // says so.
 func verifyMasterKey(lower string, cfg *config.Config, key []byte, force bool) (string, error) {
+	checked, _, err := verifyMasterKeyEvidence(lower, cfg, key, force)
+	return checked, err
+}
+
+// notConfirmed starts the message of a key accepted unconfirmed.
+const notConfirmed = "master key NOT confirmed"
+
+// verifyMasterKeyEvidence is verifyMasterKey with what the data showed.
+func verifyMasterKeyEvidence(lower string, cfg *config.Config, key []byte, force bool) (string, *fsck.KeyEvidence, error) {
 	ev, err := fsck.VerifyKey(lower, cfg, key)
 	switch {
 	case err == nil:
-		return "master key confirmed by " + ev.String(), nil
+		return "master key confirmed by " + ev.String(), ev, nil
 	case errors.Is(err, fsck.ErrUnverifiable) && force:
-		return "master key NOT confirmed: nothing in LOWER can confirm it (--force)", nil
+		return notConfirmed + ": nothing in LOWER can confirm it", ev, nil
 	case errors.Is(err, fsck.ErrWrongKey):
-		return "", &classifiedError{class: errWrongMasterKey, err: err}
+		return "", ev, &classifiedError{class: errWrongMasterKey, err: err}
 	case errors.Is(err, fsck.ErrSettings):
-		return "", &classifiedError{class: errUsage, err: err}
+		return "", ev, &classifiedError{class: errUsage, err: err}
 	}
-	return "", err
+	return "", ev, err
+}
+
+// checkRecoveryConfig checks key and the settings of the existing config
+// cfg for recovery (mount and passwd with the master key), which cannot
+// open the wrapped key and so cannot trust a field of the config on its
+// own: the settings must agree with the config's seal (version 3), or,
+// without a seal, be confirmed by the data where they differ from init's
+// defaults. allowUnverifiable accepts a key that nothing can confirm (an
+// empty volume under an unsealed config: mount warns, passwd refuses);
+// the message then says so. It returns what confirmed the key.
+func checkRecoveryConfig(lower string, cfg *config.Config, key []byte, allowUnverifiable bool) (string, error) {
+	sealErr := cfg.CheckSealed(key)
+	switch {
+	case sealErr == nil:
+		// The seal opened: the key is the one that sealed this config
+		// (a 2^-128 chance otherwise) and the settings are its owner's.
+		// The data is still checked: a volume whose files another key
+		// or other settings wrote is not this config's.
+		checked, _, err := verifyMasterKeyEvidence(lower, cfg, key, true)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(checked, notConfirmed) {
+			return "master key and settings confirmed by the config's sealed settings", nil
+		}
+		return checked + ", settings confirmed by the config's sealed settings", nil
+	case errors.Is(sealErr, config.ErrSealKey):
+		checked, _, err := verifyMasterKeyEvidence(lower, cfg, key, false)
+		switch {
+		case err == nil:
+			return "", fmt.Errorf("%w: the sealed settings do not open under the master key, which the data confirms (%s): the seal was replaced; refusing", config.ErrAltered, checked)
+		case errors.Is(err, fsck.ErrUnverifiable):
+			return "", &classifiedError{class: errWrongMasterKey, err: fmt.Errorf("the config's sealed settings do not open under this master key, and nothing else in LOWER can confirm it: a wrong master key (or an altered config)")}
+		}
+		return "", err
+	case !errors.Is(sealErr, config.ErrUnsealed):
+		return "", sealErr
+	}
+	// No seal (version 1 or 2): the data must vouch for what is not the
+	// default.
+	checked, ev, err := verifyMasterKeyEvidence(lower, cfg, key, allowUnverifiable)
+	if err != nil {
+		return "", err
+	}
+	if cfg.PlaintextNames {
+		// Nothing in LOWER ties a name to the key: a LOWER writer can
+		// delete the root IV and rename files, so no evidence would do.
+		return "", fmt.Errorf("%w: the config (version %d) says plaintext_names=true, which recovery does not take from a config without sealed settings, and LOWER cannot prove; refusing. If the volume was made with --plaintext-names, mount it with the passphrase, or move %s away and run 'twincrypt init --masterkey-file FILE --plaintext-names %s' (the new config seals it)",
+			config.ErrUnsealed, cfg.Version, config.FileName, lower)
+	}
+	if (cfg.Cipher != "aes-xts" || cfg.KeyBytes != 64) && ev.Trailers == 0 {
+		// Headers can be planted; only content that decrypts under the
+		// master key with these settings shows that its owner chose them.
+		return "", fmt.Errorf("%w: the config (version %d) says %s with %d-byte keys, and no file content in LOWER confirms it (checked %s); refusing. If the volume was made so, mount it with the passphrase, or move %s away and run 'twincrypt init --masterkey-file FILE --cipher %s --key-bytes %d %s'",
+			config.ErrUnsealed, cfg.Version, cfg.Cipher, cfg.KeyBytes, ev, config.FileName, cfg.Cipher, cfg.KeyBytes, lower)
+	}
+	return checked, nil
 }
 
 // refuseKeyInArgs wraps a command's argument check: an argument that looks
@@ -202,4 +392,19 @@ func looksLikeMasterKey(s string) bool {
 	}
 	_, err := hex.DecodeString(string(d[:len(d)&^1]))
 	return err == nil
+}
+
+// keyDigits drops the separators init prints between groups. It is for
+// looksLikeMasterKey, whose argument is in /proc/PID/cmdline anyway: a key
+// read from a file, a terminal or a pipe goes through keyParser instead.
+func keyDigits(s string) []byte {
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '-', ' ', '\t', '\r', '\n':
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -39,8 +39,11 @@ func TestParseMasterKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := readMasterKeyFile(path)
-		if err != nil || !bytes.Equal(got, key) {
-			t.Errorf("%s: %x, %v", name, got, err)
+		if err != nil || !bytes.Equal(got.Bytes(), key) || (os.Geteuid() == 0 && !got.IsLocked()) {
+			t.Errorf("%s: %v (locked: %v)", name, err, err == nil && got.IsLocked())
+		}
+		if err == nil {
+			got.Destroy()
 		}
 	}
 	bad := map[string]string{
@@ -57,7 +60,7 @@ func TestParseMasterKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, err := readMasterKeyFile(path); err == nil || exitCode(err) != exitUsage {
-			t.Errorf("%s: %x, %v; want a usage error", name, got, err)
+			t.Errorf("%s: %v, %v; want a usage error", name, got, err)
 		}
 	}
 	// From a pipe, line by line: the key as printed spans two lines, and
@@ -69,9 +72,10 @@ func TestParseMasterKey(t *testing.T) {
 	defer r.Close()
 	go func() { w.WriteString(printed + "\nnew passphrase\n"); w.Close() }()
 	got, err := masterKeyFlags{prompt: true}.read(r, nil)
-	if err != nil || !bytes.Equal(got, key) {
-		t.Fatalf("from a pipe: %x, %v", got, err)
+	if err != nil || !bytes.Equal(got.Bytes(), key) {
+		t.Fatalf("from a pipe: %v", err)
 	}
+	got.Destroy()
 	rest, err := readPassLine(r)
 	if err != nil || string(rest) != "new passphrase" {
 		t.Errorf("after the key, the pipe holds %q, %v", rest, err)
@@ -481,4 +485,49 @@ func TestMasterKeyRecoveryVersion1(t *testing.T) {
 	if ids[2] < len(want)-1 || len(ids) != 1 {
 		t.Errorf("header cipher ids in the volume: %v, want only 2 (aes-cbc over extents)", ids)
 	}
+}
+
+// TestKeyParserWipes: the parser wipes what it is fed as it goes, puts
+// the key in locked memory, and destroys it when the input is not a key;
+// its error messages hold no digit of the input.
+func TestKeyParserWipes(t *testing.T) {
+	key := make([]byte, 64)
+	for i := range key {
+		key[i] = byte(0xa5 ^ i*13)
+	}
+	text := []byte("# my vault\n" + strings.Join(formatMasterKey(key), "\n") + "\n")
+	p := newKeyParser(true)
+	p.feed(text)
+	if !bytes.Equal(text, make([]byte, len(text))) {
+		t.Errorf("the input is not wiped after parsing: %q", text)
+	}
+	lk, err := p.finish()
+	if err != nil || !bytes.Equal(lk.Bytes(), key) {
+		t.Fatalf("parsed %v", err)
+	}
+	lk.Destroy()
+
+	h := hex.EncodeToString(key)
+	for _, bad := range []string{h[:127] + "z", h[:100], h + "ab"} {
+		p := newKeyParser(false)
+		p.feed([]byte(bad))
+		kept := p.key
+		if lk, err := p.finish(); err == nil || lk != nil || len(kept.Bytes()) != 0 {
+			t.Errorf("%d characters: %v, the key memory not destroyed", len(bad), err)
+		} else if strings.Contains(err.Error(), h[:8]) {
+			t.Errorf("the error shows the key: %v", err)
+		}
+	}
+	// masterKeyText, the key the background child gets over the pipe,
+	// is locked memory as well and parses back.
+	text2 := masterKeyText(key)
+	if os.Geteuid() == 0 && !text2.IsLocked() {
+		t.Error("masterKeyText is not in locked memory")
+	}
+	lk, err = readMasterKeyLines(bytes.NewReader(text2.Bytes()))
+	if err != nil || !bytes.Equal(lk.Bytes(), key) {
+		t.Errorf("masterKeyText does not parse back: %v", err)
+	}
+	text2.Destroy()
+	lk.Destroy()
 }

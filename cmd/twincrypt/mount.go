@@ -153,6 +153,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	f.register(fl, "read the passphrase from the first line of `FILE`")
+	f.registerAllowWeak(fl)
 	fl.BoolVar(&f.passthrough, "passthrough", false, "mount the passthrough twin (null transform) over a plain directory")
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
@@ -250,6 +251,11 @@ func planMount(f mountFlags, lowerArg, mntArg string) (*mountPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load config of %s: %w", lower, err)
 	}
+	if !f.mk.given() {
+		if err := f.checkConfigKDF(lower, p.cfg); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -302,8 +308,8 @@ func runMount(cmd *cobra.Command, f mountFlags, lowerArg, mntArg string) error {
 		defer lk.Destroy()
 		if f.background {
 			text := masterKeyText(lk.Bytes())
-			defer wipe(text)
-			return startBackground(cmd, f, plan, text)
+			defer text.Destroy()
+			return startBackground(cmd, f, plan, text.Bytes())
 		}
 		masterKey = lk.Bytes()
 	} else if plan.cfg != nil {

@@ -69,6 +69,9 @@ func childArgs(f mountFlags, plan *mountPlan) []string {
 	if f.mk.given() {
 		args = append(args, "--masterkey") // read from the pipe on stdin
 	}
+	if f.allowWeakKDF {
+		args = append(args, "--allow-weak-kdf")
+	}
 	args = append(args, plan.instr.args()...)
 	return append(args, "--", plan.lower, plan.mnt)
 }

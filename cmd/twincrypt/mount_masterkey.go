@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/keys"
-	"github.com/twincrypt/twincrypt/fs/fsck"
 )
 
 // checkMountMasterKey refuses master-key flags that mean nothing here, before
@@ -43,23 +43,26 @@ func (p *mountPlan) masterKey(mk masterKeyFlags, stdin *os.File, stderr io.Write
 	if err != nil {
 		return nil, err
 	}
-	defer wipe(key)
-	if _, err := verifyMasterKey(p.lower, p.cfg, key, false); err != nil {
-		if !errors.Is(err, fsck.ErrUnverifiable) {
-			return nil, fmt.Errorf("mount %s: %w; nothing was mounted", p.lower, err)
-		}
-		fmt.Fprintf(stderr, "twincrypt: warning: %s: %v\n", p.lower, err)
+	checked, err := checkRecoveryConfig(p.lower, p.cfg, key.Bytes(), true)
+	if err != nil {
+		key.Destroy()
+		return nil, fmt.Errorf("mount %s: %w; nothing was mounted", p.lower, err)
 	}
-	return keys.LockedCopy(key), nil
+	if strings.HasPrefix(checked, notConfirmed) {
+		fmt.Fprintf(stderr, "twincrypt: warning: %s: %s\n", p.lower, checked)
+	}
+	return key, nil
 }
 
 // masterKeyText is the key as the background child reads it on stdin
-// (--masterkey from a pipe).
-func masterKeyText(key []byte) []byte {
-	out := make([]byte, 0, masterKeyHexDigits+1)
+// (--masterkey from a pipe), in locked memory; the caller destroys it.
+func masterKeyText(key []byte) *keys.Locked {
+	text := keys.NewLocked(masterKeyHexDigits + 1)
+	out := text.Bytes()
 	const digits = "0123456789abcdef"
-	for _, b := range key {
-		out = append(out, digits[b>>4], digits[b&15])
+	for i, b := range key {
+		out[2*i], out[2*i+1] = digits[b>>4], digits[b&15]
 	}
-	return append(out, '\n')
+	out[masterKeyHexDigits] = '\n'
+	return text
 }

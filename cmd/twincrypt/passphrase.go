@@ -11,6 +11,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+
+	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/kdf"
 )
 
 // maxPassphraseBytes bounds what is read from a passfile, a pipe or the
@@ -36,6 +39,10 @@ type passphraseSource struct {
 type passFlags struct {
 	passfile string   // --passfile
 	extpass  []string // --extpass: a program that prints the passphrase
+	// allowWeakKDF (--allow-weak-kdf) lets a KDF below kdf.CheckMinimum's
+	// minimums be written (init, passwd) or unlocked (mount, passwd, fsck,
+	// path). Only the user can say so: a config never can.
+	allowWeakKDF bool
 }
 
 // register adds --passfile (usage: whose passphrase its first line is)
@@ -43,6 +50,41 @@ type passFlags struct {
 func (p *passFlags) register(fl *pflag.FlagSet, usage string) {
 	fl.StringVar(&p.passfile, "passfile", "", usage)
 	fl.StringArrayVar(&p.extpass, "extpass", nil, "run `PROGRAM` and take the passphrase from the first line of its output (one value is split at spaces; repeat the flag to give arguments with spaces)")
+}
+
+// registerAllowWeak adds --allow-weak-kdf to a command that unlocks or
+// writes a config.
+func (p *passFlags) registerAllowWeak(fl *pflag.FlagSet) {
+	fl.BoolVar(&p.allowWeakKDF, "allow-weak-kdf", false, "accept a passphrase KDF below the minimums ("+kdf.MinimumsSummary()+"): for test and example volumes")
+}
+
+// checkConfigKDF refuses, before any passphrase is asked, a config whose
+// KDF is below the minimums, unless --allow-weak-kdf. Such a config was
+// either made so (a test or example volume, or one from before the
+// minimums) or lowered by someone who can write LOWER, so that the next
+// passphrase change would wrap the key under it; the message says both.
+// The error wraps kdf.ErrWeak: exit code 11.
+func (p passFlags) checkConfigKDF(lower string, cfg *config.Config) error {
+	if p.allowWeakKDF {
+		return nil
+	}
+	if err := cfg.KDF.CheckMinimum(); err != nil {
+		return fmt.Errorf("config of %s: %w; refusing. If the volume was made so (a test or example volume, or one made before twincrypt had minimums), add --allow-weak-kdf, and strengthen it with 'twincrypt passwd --allow-weak-kdf %s'; if not, the config was altered by someone who can write LOWER",
+			lower, err, lower)
+	}
+	return nil
+}
+
+// checkNewKDF refuses KDF parameters from the command line that are below
+// the minimums, unless --allow-weak-kdf (a usage error, exit code 2).
+func (p passFlags) checkNewKDF(params kdf.Params) error {
+	if p.allowWeakKDF {
+		return nil
+	}
+	if err := params.CheckMinimum(); err != nil {
+		return &classifiedError{class: errUsage, err: fmt.Errorf("KDF cost flags: %w; add --allow-weak-kdf for a throwaway volume", err)}
+	}
+	return nil
 }
 
 // given reports whether the passphrase comes from a file or a program,

@@ -52,9 +52,22 @@ against the data (file content, sealed symlink targets and xattr values,
 names) before anything is written; a key the data refutes exits with code
 12 and changes nothing.
 
-By default the key derivation function and its costs stay as they are.
---kdf chooses another function with its default costs; the cost flags
-(as for init) change the costs of the chosen or the current function.`,
+By default the key derivation function and its costs stay as they are
+(costs below the minimums, which only --allow-weak-kdf opens, are raised to
+the defaults). --kdf chooses another function with its default costs; the
+cost flags (as for init) change the costs of the chosen or the current
+function. With the master key, nothing is taken from the config's KDF, which
+nothing authenticates then: the new wrapping uses the defaults (argon2id)
+changed by the flags, as init does.
+
+The config is written as format version 3, whose settings are sealed under
+the master key (a version 1 aes-cbc volume stays version 1). With the master
+key, the config's settings (cipher, key size, plaintext names, KDF) are
+checked against that seal, and a difference is refused with what was
+changed; a version 1 or 2 config, which has no seal, must show its
+settings in the data: a cipher other than aes-xts with 64-byte keys by
+file content, and plaintext names cannot be shown at all (recover such a
+volume with 'init --masterkey-file --plaintext-names').`,
 		Example: `  twincrypt passwd ~/vault.enc
   twincrypt passwd --passfile old.txt --new-passfile new.txt ~/vault.enc
   twincrypt passwd --kdf argon2id --kdf-memory 262144 ~/vault.enc
@@ -77,6 +90,7 @@ By default the key derivation function and its costs stay as they are.
 	fl.IntVar(&f.kdf.scryptLogN, "scrypt-logn", 0, "scrypt cost: N = 2^logn")
 	fl.IntVar(&f.kdf.pbkdf2Iter, "pbkdf2-iter", 0, "PBKDF2 iterations")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing on success")
+	f.registerAllowWeak(fl)
 	f.mk.register(fl)
 	return cmd
 }
@@ -99,24 +113,40 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 		}
 		return fmt.Errorf("load config of %s: %w", lower, err)
 	}
+	// The current KDF is the config's only where the passphrase will
+	// authenticate it; with the master key it is the default, as for init.
+	cur := cfg.KDF
+	if f.mk.given() {
+		if cur, err = kdf.Default(kdf.Argon2id); err != nil {
+			return err
+		}
+	}
 	// Bad flags are refused before anything is asked.
-	params, err := passwdKDF(cfg.KDF, f.kdf, cmd.Flags().Changed)
+	params, raised, err := passwdKDF(cur, f.kdf, cmd.Flags().Changed, f.allowWeakKDF)
 	if err != nil {
 		return err
 	}
+	if !f.mk.given() {
+		if err := f.checkConfigKDF(lower, cfg); err != nil {
+			return err
+		}
+	}
+	oldVersion := cfg.Version
 
 	stderr := cmd.ErrOrStderr()
 	onTerminal := term.IsTerminal(int(os.Stdin.Fd()))
 	var master []byte
 	if f.mk.given() {
-		// The config cannot vouch for a key it does not wrap: the data
-		// does, before the key is wrapped under the new passphrase.
-		master, err = f.mk.read(os.Stdin, stderr)
+		// The wrapped key cannot be opened: the config's seal (version 3)
+		// or the data vouches for the key and the settings before the
+		// key is wrapped under the new passphrase.
+		lk, err := f.mk.read(os.Stdin, stderr)
 		if err != nil {
 			return err
 		}
-		defer wipe(master)
-		checked, err := verifyMasterKey(lower, cfg, master, false)
+		defer lk.Destroy()
+		master = lk.Bytes()
+		checked, err := checkRecoveryConfig(lower, cfg, master, false)
 		if err != nil {
 			return fmt.Errorf("passwd %s: %w; nothing was changed", lower, err)
 		}
@@ -171,22 +201,56 @@ func runPasswd(cmd *cobra.Command, f passwdFlags, lowerArg string) error {
 		return fmt.Errorf("passwd %s: %w", lower, err)
 	}
 	if !f.quiet {
-		fmt.Fprintf(cmd.OutOrStdout(), "Changed the passphrase of %s (kdf %s)\n", lower, kdfSummary(cfg.KDF))
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "Changed the passphrase of %s (kdf %s)\n", lower, kdfSummary(cfg.KDF))
+		if raised {
+			fmt.Fprintln(out, "The KDF was below the minimums: it now has the default costs.")
+		}
+		if cfg.Version != oldVersion {
+			fmt.Fprintf(out, "Config format version %d -> %d: the settings are now sealed under the master key (twincrypt binaries from before 2026-12-06 no longer open this volume)\n", oldVersion, cfg.Version)
+		}
 	}
 	return nil
 }
 
 // passwdKDF returns the KDF parameters for the new wrapping (the salt is
 // left empty: Rewrap draws a fresh one). Without KDF flags they are the
-// current ones. --kdf naming another function starts from its defaults, as
-// init does; cost flags change the costs of the chosen or current function
-// and leave its other costs as they are.
-func passwdKDF(cur kdf.Params, f initFlags, changed func(string) bool) (kdf.Params, error) {
+// current ones, or, when those are below the minimums, the defaults of the
+// same function (raised says so). --kdf naming another function starts
+// from its defaults, as init does; cost flags change the costs of the
+// chosen or current function and leave its other costs as they are; the
+// result must meet the minimums unless allowWeak.
+func passwdKDF(cur kdf.Params, f initFlags, changed func(string) bool, allowWeak bool) (p kdf.Params, raised bool, err error) {
 	if !slices.ContainsFunc(passwdKDFFlags, changed) {
-		p := cur
+		p = cur
+		if p.CheckMinimum() != nil {
+			if p, err = kdf.Default(cur.Algorithm); err != nil {
+				return kdf.Params{}, false, err
+			}
+			raised = true
+		}
 		p.Salt = nil
-		return p, nil
+		return p, raised, nil
 	}
+	p, err = passwdKDFFlagged(cur, f, changed)
+	if err != nil {
+		return kdf.Params{}, false, err
+	}
+	if err := (passFlags{allowWeakKDF: allowWeak}).checkNewKDF(withSalt(p)); err != nil {
+		return kdf.Params{}, false, err
+	}
+	return p, false, nil
+}
+
+// withSalt gives p a placeholder salt, so that CheckMinimum, which
+// validates first, can judge parameters whose salt Rewrap draws later.
+func withSalt(p kdf.Params) kdf.Params {
+	p.Salt = make([]byte, kdf.SaltSize)
+	return p
+}
+
+// passwdKDFFlagged is passwdKDF when KDF flags were given.
+func passwdKDFFlagged(cur kdf.Params, f initFlags, changed func(string) bool) (kdf.Params, error) {
 	if !changed("kdf") {
 		f.kdf = cur.Algorithm
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +48,7 @@ func TestPasswdChangesPassphrase(t *testing.T) {
 	if bytes.Equal(beforeData, afterData) || bytes.Equal(before.KDF.Salt, after.KDF.Salt) || bytes.Equal(before.WrappedKey, after.WrappedKey) {
 		t.Error("the config, its salt or its wrapped key did not change")
 	}
-	if after.KDF.Algorithm != "argon2id" || after.KDF.Time != 1 || after.KDF.MemoryKiB != 8192 || after.KDF.Threads != 1 {
+	if after.KDF.Algorithm != "argon2id" || after.KDF.Time != 5 || after.KDF.MemoryKiB != 7168 || after.KDF.Threads != 1 {
 		t.Errorf("the KDF costs changed without flags: %+v", after.KDF)
 	}
 	if after.Cipher != before.Cipher || after.KeyBytes != before.KeyBytes || after.Creator != before.Creator {
@@ -106,15 +107,21 @@ func TestPasswdWrongOldPassphrase(t *testing.T) {
 func TestPasswdStdinAndKDFFlags(t *testing.T) {
 	lower := initVolume(t, writePassfile(t, "one"))
 
-	// Both passphrases on stdin, one line each; another KDF.
-	twincrypt(t, "one\ntwo\n", "passwd", "--quiet", "--kdf", "scrypt", "--scrypt-logn", "10", lower).expectExit(t, 0, "passwd --kdf scrypt")
+	// Both passphrases on stdin, one line each; another KDF, below the
+	// minimums: refused, then allowed by the flag.
+	r := twincrypt(t, "one\ntwo\n", "passwd", "--quiet", "--kdf", "scrypt", "--scrypt-logn", "10", lower)
+	r.expectExit(t, exitUsage, "passwd --kdf scrypt --scrypt-logn 10")
+	if !strings.Contains(r.stderr, "below the minimum") || !strings.Contains(r.stderr, "--allow-weak-kdf") {
+		t.Errorf("a weak --scrypt-logn: %q", r.stderr)
+	}
+	twincrypt(t, "one\ntwo\n", "passwd", "--quiet", "--allow-weak-kdf", "--kdf", "scrypt", "--scrypt-logn", "10", lower).expectExit(t, 0, "passwd --kdf scrypt")
 	c, _ := readConfig(t, lower)
 	if c.KDF.Algorithm != "scrypt" || c.KDF.LogN != 10 || c.KDF.R != kdf.DefaultScryptR || c.KDF.P != kdf.DefaultScryptP || c.KDF.Time != 0 {
 		t.Errorf("kdf after --kdf scrypt: %+v", c.KDF)
 	}
 
 	// A cost flag alone changes that cost of the current function.
-	twincrypt(t, "two\nthree\n", "passwd", "--quiet", "--scrypt-logn", "11", lower).expectExit(t, 0, "passwd --scrypt-logn")
+	twincrypt(t, "two\nthree\n", "passwd", "--quiet", "--allow-weak-kdf", "--scrypt-logn", "11", lower).expectExit(t, 0, "passwd --scrypt-logn")
 	c, data := readConfig(t, lower)
 	if c.KDF.Algorithm != "scrypt" || c.KDF.LogN != 11 {
 		t.Errorf("kdf after --scrypt-logn 11: %+v", c.KDF)
@@ -126,25 +133,54 @@ func TestPasswdStdinAndKDFFlags(t *testing.T) {
 		{"--kdf", "rot13"},
 		{"--kdf", "argon2id", "--kdf-memory", "1"},
 	} {
-		r := twincrypt(t, "three\nfour\n", append(append([]string{"passwd"}, args...), lower)...)
+		r := twincrypt(t, "three\nfour\n", append(append([]string{"passwd", "--allow-weak-kdf"}, args...), lower)...)
 		r.expectExit(t, exitUsage, "passwd "+strings.Join(args, " "))
 		if _, after := readConfig(t, lower); !bytes.Equal(data, after) {
 			t.Fatalf("passwd %v changed the config", args)
 		}
 	}
-	twincrypt(t, "three\n", "passwd", lower).expectExit(t, exitError, "passwd without a new passphrase")
+	// The weak config itself is refused (exit 11) by every command that
+	// would unlock it, before a passphrase is read, unless the flag says so.
+	for _, args := range [][]string{{"passwd"}, {"fsck", "--quick"}, {"path"}, {"mount", "--passfile", writePassfile(t, "three")}} {
+		args = append(args, lower)
+		switch args[0] {
+		case "mount":
+			args = append(args, newMountpoint(t))
+		case "path":
+			args = append(args, "f")
+		}
+		r := twincrypt(t, "three\nfour\n", args...)
+		r.expectExit(t, exitConfigInvalid, strings.Join(args[:1], " ")+" of a config below the minimums")
+		if !strings.Contains(r.stderr, "scrypt 128*r*N = 2097152 bytes") || !strings.Contains(r.stderr, "--allow-weak-kdf") ||
+			!strings.Contains(r.stderr, "the config was altered by someone who can write LOWER") {
+			t.Errorf("%s of a weak config: %q", args[0], r.stderr)
+		}
+	}
+	twincrypt(t, "three\n", "passwd", "--allow-weak-kdf", lower).expectExit(t, exitError, "passwd without a new passphrase")
 	twincrypt(t, "three\nfour\n", "passwd", "--quick", lower).expectExit(t, exitUsage, "passwd with an unknown flag")
-	twincrypt(t, "three\nfour\n", "passwd", "--passfile", writePassfile(t, "four"), lower).expectExit(t, exitWrongPassphrase, "old from file")
-	twincrypt(t, "four\n", "passwd", "--quiet", "--passfile", writePassfile(t, "three"), lower).expectExit(t, exitOK, "old from file, new from stdin")
+	twincrypt(t, "three\nfour\n", "passwd", "--allow-weak-kdf", "--passfile", writePassfile(t, "four"), lower).expectExit(t, exitWrongPassphrase, "old from file")
+	// Without KDF flags, a passphrase change raises weak costs to the
+	// defaults of the same function.
+	r = twincrypt(t, "four\n", "passwd", "--allow-weak-kdf", "--passfile", writePassfile(t, "three"), lower)
+	r.expectExit(t, exitOK, "old from file, new from stdin")
+	if c, _ := readConfig(t, lower); c.KDF.Algorithm != "scrypt" || c.KDF.LogN != kdf.DefaultScryptLogN || !strings.Contains(r.stdout, "now has the default costs") {
+		t.Errorf("passwd of a weak config: %+v\n%s", c.KDF, r.stdout)
+	}
 	twincrypt(t, "", "fsck", "--quick", "--passfile", writePassfile(t, "four"), lower).expectExit(t, exitOK, "fsck with the latest passphrase")
 }
 
 func TestPasswdKDFDefaults(t *testing.T) {
-	cur := kdf.Params{Algorithm: "pbkdf2", Salt: make([]byte, 32), Iterations: 1000, Hash: "sha512"}
+	cur := kdf.Params{Algorithm: "pbkdf2", Salt: make([]byte, 32), Iterations: 300000, Hash: "sha512"}
 	none := func(string) bool { return false }
-	p, err := passwdKDF(cur, initFlags{}, none)
-	if err != nil || p.Algorithm != "pbkdf2" || p.Iterations != 1000 || p.Hash != "sha512" || p.Salt != nil {
+	p, raised, err := passwdKDF(cur, initFlags{}, none, false)
+	if err != nil || raised || p.Algorithm != "pbkdf2" || p.Iterations != 300000 || p.Hash != "sha512" || p.Salt != nil {
 		t.Errorf("no flags: %+v, %v; want the current costs without salt", p, err)
+	}
+	weak := cur
+	weak.Iterations = 1000
+	p, raised, err = passwdKDF(weak, initFlags{}, none, true)
+	if err != nil || !raised || p.Algorithm != "pbkdf2" || p.Iterations != kdf.DefaultPBKDF2Iter || p.Hash != "sha256" {
+		t.Errorf("no flags, current costs below the minimums: %+v, %v; want pbkdf2's defaults", p, err)
 	}
 	only := func(names ...string) func(string) bool {
 		return func(n string) bool {
@@ -156,11 +192,17 @@ func TestPasswdKDFDefaults(t *testing.T) {
 			return false
 		}
 	}
-	p, err = passwdKDF(cur, initFlags{pbkdf2Iter: 5000}, only("pbkdf2-iter"))
-	if err != nil || p.Iterations != 5000 || p.Hash != "sha512" || p.Salt != nil {
+	p, _, err = passwdKDF(cur, initFlags{pbkdf2Iter: 250000}, only("pbkdf2-iter"), false)
+	if err != nil || p.Iterations != 250000 || p.Hash != "sha512" || p.Salt != nil {
 		t.Errorf("--pbkdf2-iter: %+v, %v; want the hash kept", p, err)
 	}
-	p, err = passwdKDF(cur, initFlags{kdf: "argon2id"}, only("kdf"))
+	if _, _, err = passwdKDF(cur, initFlags{pbkdf2Iter: 5000}, only("pbkdf2-iter"), false); !isUsage(err) || !errors.Is(err, kdf.ErrWeak) {
+		t.Errorf("--pbkdf2-iter 5000: %v, want a usage error wrapping kdf.ErrWeak", err)
+	}
+	if p, _, err = passwdKDF(cur, initFlags{pbkdf2Iter: 5000}, only("pbkdf2-iter"), true); err != nil || p.Iterations != 5000 {
+		t.Errorf("--pbkdf2-iter 5000 --allow-weak-kdf: %+v, %v", p, err)
+	}
+	p, _, err = passwdKDF(cur, initFlags{kdf: "argon2id"}, only("kdf"), false)
 	if err != nil || p.Algorithm != "argon2id" || p.Time != kdf.DefaultArgon2Time || p.Iterations != 0 {
 		t.Errorf("--kdf argon2id: %+v, %v; want its defaults", p, err)
 	}

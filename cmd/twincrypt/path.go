@@ -67,6 +67,7 @@ maps but is not there is still printed); 10/11 config missing or invalid,
 	fl.SortFlags = false
 	fl.BoolVarP(&f.decrypt, "decrypt", "d", false, "PATHs are lower paths (relative to LOWER): print their plaintext paths")
 	f.register(fl, "read the passphrase from the first line of `FILE`")
+	f.registerAllowWeak(fl)
 	return cmd
 }
 
@@ -78,6 +79,9 @@ func runPath(cmd *cobra.Command, f pathFlags, lowerArg string, paths []string) e
 	cfg, err := config.Load(lower)
 	if err != nil {
 		return fmt.Errorf("load config of %s: %w", lower, err)
+	}
+	if err := f.checkConfigKDF(lower, cfg); err != nil {
+		return err
 	}
 	src := f.source(cmd.ErrOrStderr())
 	if !f.given() && term.IsTerminal(int(src.stdin.Fd())) {

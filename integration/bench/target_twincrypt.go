@@ -127,7 +127,7 @@ func (t *twincrypt) Setup(ctx context.Context, work string) error {
 	}
 	// A cheap KDF: unlocking is part of every Mount, not of what is measured.
 	args := []string{"init", "--cipher", t.cipher, "--passfile", t.passfile,
-		"--kdf", "argon2id", "--kdf-time", "1", "--kdf-memory", "8192", "--kdf-threads", "1", "--quiet"}
+		"--kdf", "argon2id", "--kdf-time", "5", "--kdf-memory", "7168", "--kdf-threads", "1", "--quiet"}
 	if t.format != 0 {
 		args = append(args, "--format-version", strconv.Itoa(t.format))
 	}
