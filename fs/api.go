@@ -411,6 +411,7 @@ func (r *root) close() {
 			if s != nil {
 				if ct, ok := s.t.(*cryptTransform); ok {
 					ct.pending.close()
+					ct.nameWarn.flush()
 				}
 			}
 		}
