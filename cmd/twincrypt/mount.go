@@ -96,12 +96,14 @@ did.
 
 --transport picks how the kernel's requests reach the daemon: auto (the
 default) is FUSE over io_uring where the kernel has it (Linux 6.14+, one queue
-of --uring-depth entries per CPU; as root twincrypt switches the fuse module's
-enable_uring on for the mount's start if needed, and back off once the ring is
-up), else /dev/fuse; dev always reads and writes /dev/fuse; uring asks for the
-ring like auto, and a mount that cannot have it says so as a warning. The
-log's first line names the transport and why a mount is on /dev/fuse, and so
-does 'twincrypt stats'. See docs/uring.md.
+of --uring-depth entries per CPU) and the administrator switched it on
+(/sys/module/fuse/parameters/enable_uring, machine-wide), else /dev/fuse; dev
+always reads and writes /dev/fuse; uring asks for the ring, and a mount that
+cannot have it says so as a warning. uring as root also switches enable_uring
+on if it is off, for the mount's start only (2-50 ms), and back off once the
+ring is up: any FUSE mount of any user that starts in that window is offered
+the ring too. The log's first line names the transport and why a mount is on
+/dev/fuse, and so does 'twincrypt stats'. See docs/uring.md.
 
 --readdir picks how listings reach the kernel: plus (the default) sends each
 entry with its attributes, so that ls -l, du, rm -r and rsync stat every
@@ -156,7 +158,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
 	fl.BoolVar(&f.noXattr, "noxattr", false, "no extended attributes: every xattr call fails with EOPNOTSUPP, no ACLs (ls -l asks the daemon nothing per entry)")
-	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it), dev (/dev/fuse) or uring (FUSE over io_uring)")
+	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it and enable_uring is on), dev (/dev/fuse) or uring (FUSE over io_uring; as root, switching enable_uring on for the mount's start)")
 	fl.StringVar(&f.readdir, "readdir", fs.ReaddirPlus, "how listings reach the kernel: `plus` (entries with attributes), auto (the kernel chooses) or plain (names only)")
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`; default 8, on more than 8 CPUs 64 in all, at least 2)")
 	fl.DurationVar(&f.idle, "idle", 0, "unmount by itself once no operation has reached the daemon for `DURATION` (e.g. 30m) and nothing holds the mount busy; 0: never")
