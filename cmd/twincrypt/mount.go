@@ -364,6 +364,13 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	if f.idle > 0 {
 		activity = new(atomic.Uint64)
 	}
+	// The directory the mount will cover, held to unmount this mount and
+	// no other (mounthandle.go).
+	mntDir, err := openMountDir(plan.mnt)
+	if err != nil {
+		in.stop(io.Discard, true)
+		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
+	}
 	var srv *fuse.Server
 	err = withFusermount(func() (err error) {
 		srv, err = fs.Mount(plan.mnt, fs.Options{
@@ -391,12 +398,21 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	})
 	var fe *fusermountError
 	if errors.As(err, &fe) {
+		mntDir.Close()
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %v", plan.lower, plan.mnt, fe)
 	}
 	if err != nil {
+		mntDir.Close()
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
+	}
+	mh, err := holdMount(mntDir)
+	if err != nil {
+		// Not unmounted by path either: the path may lead elsewhere now.
+		log.Error().Msgf("mount %s: %v; unmount it with 'twincrypt umount'", plan.mnt, err)
+	} else {
+		defer mh.close()
 	}
 	in.transport = fs.TransportOf(srv).String()
 	if !f.quiet || f.logFile != "" {
@@ -404,9 +420,9 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	}
 	var stopIdle func()
 	if activity != nil {
-		stopIdle = watchIdle(plan.mnt, f.idle, activity, log)
+		stopIdle = watchIdle(plan.mnt, mh, f.idle, activity, log)
 	}
-	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
+	serveUntilUnmounted(srv, sigs, mh, plan.mnt, in, log, ready)
 	if stopIdle != nil {
 		stopIdle()
 	}
@@ -427,15 +443,16 @@ func catchSignals() chan os.Signal {
 }
 
 // serveUntilUnmounted opens the stats socket, reports ready and blocks
-// until the filesystem is unmounted, by a signal on sigs or from outside.
-func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mnt string, in *instrument, log zerolog.Logger, ready func()) {
+// until the filesystem is unmounted, by a signal on sigs (through mh) or
+// from outside.
+func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mh *mountHandle, mnt string, in *instrument, log zerolog.Logger, ready func()) {
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		for {
 			select {
 			case <-sigs:
-				unmountServer(srv, mnt, log)
+				unmountServer(mh, log)
 			case <-done:
 				return
 			}
@@ -447,18 +464,13 @@ func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mnt string, in *
 }
 
 // unmountServer unmounts after a signal. The kernel refuses while files on
-// the mount are open (EBUSY); go-fuse retries briefly, and so do we, then
-// say what to do instead of exiting with the mount still there.
-func unmountServer(srv *fuse.Server, mnt string, log zerolog.Logger) {
+// the mount are open (EBUSY); we retry briefly, then say what to do
+// instead of exiting with the mount still there.
+func unmountServer(mh *mountHandle, log zerolog.Logger) {
 	const attempts = 3
 	var err error
 	for i := 0; i < attempts; i++ {
-		if srv.Unmount() == nil {
-			return
-		}
-		// go-fuse's error after a failed umount(2) is the one of its
-		// fusermount fallback, often "not installed"; ours says "busy".
-		if err = unmountPath(mnt, false); err == nil {
+		if err = mh.unmount(false); err == nil {
 			return
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -474,7 +486,7 @@ func unmountServer(srv *fuse.Server, mnt string, log zerolog.Logger) {
 // caches (a stat of a cached name, a read of cached pages through an
 // open file, which holds the mount busy anyway) never reaches the daemon
 // and does not count. It returns a function that stops the watch.
-func watchIdle(mnt string, idle time.Duration, ops *atomic.Uint64, log zerolog.Logger) (stop func()) {
+func watchIdle(mnt string, mh *mountHandle, idle time.Duration, ops *atomic.Uint64, log zerolog.Logger) (stop func()) {
 	tick := min(max(idle/10, 50*time.Millisecond), time.Minute)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -496,7 +508,7 @@ func watchIdle(mnt string, idle time.Duration, ops *atomic.Uint64, log zerolog.L
 				if now.Sub(quietSince) < idle {
 					continue
 				}
-				if err := unmountOnly(mnt, false); err != nil {
+				if err := mh.unmount(false); err != nil {
 					log.Debug().Msgf("idle for %v, not unmounted: %v", idle, err)
 					quietSince = now
 					continue
