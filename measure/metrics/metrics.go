@@ -28,6 +28,7 @@
 package metrics
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/subtle"
 	"errors"
@@ -347,10 +348,21 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		if peerAllowed(c) {
 			return c, nil
 		}
-		c.SetWriteDeadline(time.Now().Add(time.Second))
-		io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nforbidden\n")
-		c.Close()
+		go refuse(c)
 	}
+}
+
+// refuse answers a connection of a peer not admitted with 403, after
+// reading its request's head (a reply to an unread request would be cut
+// off by the close).
+func refuse(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if req, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, 16<<10))); err == nil {
+		req.Body.Close()
+	}
+	io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nforbidden\n")
+	c.CloseWrite()
 }
 
 // peerAllowed admits the daemon's own user and root.
