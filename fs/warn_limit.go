@@ -13,7 +13,7 @@ import (
 // for three ls).
 const (
 	nameWarnWindow = time.Minute
-	nameWarnPerDir = 5
+	nameWarnPerDir = 10
 	nameWarnTotal  = 50
 	// nameWarnKeys bounds the directories remembered in one window: past
 	// it, every directory counts as already warned about.
