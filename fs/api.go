@@ -89,8 +89,10 @@ type Options struct {
 	Daemon bool
 	// Transport is how requests travel: TransportDev (/dev/fuse),
 	// TransportUring (FUSE over io_uring, falling back to /dev/fuse with
-	// the reason logged when the kernel cannot) or TransportAuto (the
-	// ring where the kernel has it). Empty means DefaultTransport.
+	// the reason logged when the kernel cannot; as root it switches the
+	// machine-wide enable_uring on for the mount's INIT if it is off) or
+	// TransportAuto (the ring where the kernel has it and the
+	// administrator switched enable_uring on). Empty means DefaultTransport.
 	// TransportOf tells which one a mount got.
 	Transport string
 	// UringDepth is the number of ring entries per queue (0: the
@@ -376,7 +378,7 @@ func askForRing(o Options, mo *fuse.MountOptions) (asked string, releaseParam fu
 		asked = DefaultTransport
 	}
 	if asked != TransportDev {
-		if releaseParam, ringErr = acquireUringParam(o.Log); ringErr == nil {
+		if releaseParam, ringErr = acquireUringParam(o.Log, asked == TransportUring); ringErr == nil {
 			mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 		}
 	}
@@ -463,6 +465,7 @@ func (r *root) close() {
 			if s != nil {
 				if ct, ok := s.t.(*cryptTransform); ok {
 					ct.pending.close()
+					ct.nameWarn.flush()
 				}
 			}
 		}

@@ -267,15 +267,38 @@ func killACLSetgid(ctx context.Context, fd int, p string) {
 	syscall.Chmod(p, st.Mode&07777&^syscall.S_ISGID)
 }
 
+// initUserNSIno is the inode number of the initial user namespace
+// (PROC_USER_INIT_INO in include/linux/proc_ns.h, fixed since Linux 3.8).
+// A constant rather than /proc/1/ns/user: a daemon in a container's PID
+// namespace would read its container's init there, and a daemon that is
+// not root cannot read it at all.
+const initUserNSIno = 0xEFFFFFFD
+
 // callerCapable reports whether the process of request ctx has capability
-// bit capBit in its effective set (from /proc; a caller gone meanwhile has
-// none).
+// bit capBit in its effective set and lives in the initial user
+// namespace (from /proc; a caller gone meanwhile has none). CapEff counts
+// in the caller's own user namespace: anyone may make one (`unshare -Ur`)
+// and hold every capability there, none of which the kernel honours for
+// what is checked here (capable() in the initial namespace, for trusted.*;
+// CAP_FSETID over an inode whose group the namespace does not map, for
+// the set-group-ID rule). A caller in another namespace is taken as
+// incapable; natively one that maps the file's owner and group keeps
+// CAP_FSETID over it, a difference on the safe side. The cost, a stat
+// and a read in /proc, is paid only on the two rare paths that ask
+// (listing a file that has trusted.* names, an ACL change of a
+// set-group-ID file by a caller outside its group), so nothing is cached:
+// a cache keyed by PID would outlive a PID's reuse.
 func callerCapable(ctx context.Context, capBit uint) bool {
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
+	proc := "/proc/" + strconv.FormatUint(uint64(c.Pid), 10)
+	var ns unix.Stat_t
+	if unix.Stat(proc+"/ns/user", &ns) != nil || ns.Ino != initUserNSIno {
+		return false
+	}
+	b, err := os.ReadFile(proc + "/status")
 	if err != nil {
 		return false
 	}

@@ -34,6 +34,9 @@ type cryptTransform struct {
 	// its own data in a namespace we seal (lowerOwnedXattrs): passed
 	// through as they are.
 	lowerXattrs map[string]bool
+	// nameWarn limits the warnings of entries a listing hides, which a
+	// LOWER writer can plant by the thousand (warn_limit.go).
+	nameWarn *warnLimiter
 }
 
 var _ transform = (*cryptTransform)(nil)
@@ -44,9 +47,10 @@ func newCryptTransform(cfg *config.Config, master []byte, log zerolog.Logger) (*
 		return nil, err
 	}
 	t := &cryptTransform{
-		seal:   keys.NewSealer(master),
-		engine: engine,
-		log:    log,
+		seal:     keys.NewSealer(master),
+		engine:   engine,
+		log:      log,
+		nameWarn: newWarnLimiter(log, "warnings of lower names that cannot be shown"),
 	}
 	if !cfg.PlaintextNames {
 		nameKey := keys.Derive(master, "names", nil, 32)
@@ -116,11 +120,15 @@ func (t *cryptTransform) plainName(a *acct, dir *node, d dirLoc, lower string) (
 		b, err := readSmallFile(d.fd, d.file(lower+names.LongSuffix), names.MaxSidecarSize)
 		a.lowerSince(t0)
 		if err != nil {
-			t.log.Warn().Str("lower", d.show(lower)).Err(err).Msg("long name without a readable sidecar; entry hidden")
+			if t.nameWarn.allow(d.show("")) {
+				t.log.Warn().Str("lower", d.show(lower)).Err(err).Msg("long name without a readable sidecar; entry hidden")
+			}
 			return "", false
 		}
 		if cName, err = names.LongName(lower, b); err != nil {
-			t.log.Warn().Str("lower", d.show(lower)).Err(err).Msg("long-name sidecar does not match its entry; entry hidden")
+			if t.nameWarn.allow(d.show("")) {
+				t.log.Warn().Str("lower", d.show(lower)).Err(err).Msg("long-name sidecar does not match its entry; entry hidden")
+			}
 			return "", false
 		}
 	}
@@ -128,7 +136,9 @@ func (t *cryptTransform) plainName(a *acct, dir *node, d dirLoc, lower string) (
 	name, err := t.names.Decrypt(cName, iv)
 	a.cryptoSince(t0)
 	if err != nil {
-		t.log.Warn().Str("lower", d.show(lower)).Msg("name does not decrypt; entry hidden")
+		if t.nameWarn.allow(d.show("")) {
+			t.log.Warn().Str("lower", d.show(lower)).Msg("name does not decrypt; entry hidden")
+		}
 		return "", false
 	}
 	return name, true

@@ -24,9 +24,13 @@ const (
 	// TransportUring is FUSE over io_uring (fs/uring): per-CPU queues of
 	// ring entries; INIT, FORGET, INTERRUPT and notifications stay on
 	// /dev/fuse. A mount asked for it falls back to /dev/fuse, saying
-	// why, when the kernel cannot do it.
+	// why, when the kernel cannot do it. As root it switches the fuse
+	// module's machine-wide enable_uring on for its INIT if the
+	// administrator left it off (acquireUringParam).
 	TransportUring = "uring"
-	// TransportAuto is uring where the kernel has it, else dev.
+	// TransportAuto is uring where the kernel has it and the
+	// administrator switched enable_uring on, else dev; it never
+	// switches enable_uring itself.
 	TransportAuto = "auto"
 )
 
@@ -38,7 +42,8 @@ const (
 const DefaultTransport = TransportDev
 
 // DaemonTransport is the transport of twincrypt's own daemon (twincrypt
-// mount) when none is named: the ring where the kernel has it. The daemon
+// mount) when none is named: the ring where the kernel has it and the
+// administrator switched it on. The daemon
 // makes no request on its own mount, so the case above cannot arise, and
 // the ring is faster on most workloads of the bench and level on the rest
 // (docs/uring.md).
@@ -106,32 +111,40 @@ var enableUringParam = "/sys/module/fuse/parameters/enable_uring"
 // uringParamLock serialises, across processes, the window in which a
 // mount switches enable_uring on for its INIT: a mount that found it off
 // switches it off again as soon as its ring is set up (a connection keeps
-// its ring once it has one), and another mount must not see it on then
-// and take it for the machine's setting.
+// its ring once it has one), and another root twincrypt mount must not
+// see it on then and take it for the machine's setting. It is root's
+// (0600): a lock others could hold would let them stall root's mounts.
+// Any other mount (another user's, another FUSE daemon) whose INIT falls
+// in a window is offered the ring: the window --transport uring
+// documents.
 var uringParamLock = "/run/twincrypt-enable-uring.lock"
 
 // acquireUringParam makes sure the kernel offers the ring to the next
-// INIT, switching enable_uring on if needed; release (call it once the
-// ring is up or has failed) switches it back and lets other mounts in. It
-// returns why not when it cannot.
-func acquireUringParam(log zerolog.Logger) (release func(), err error) {
+// INIT; release (call it once the ring is up or has failed) lets other
+// mounts in. Where enable_uring is off (the administrator's setting), it
+// switches it on for the INIT and back off at release only if enable
+// (TransportUring, asked for by name) and the process may (root); auto
+// never touches it (issue #39, finding 6: a machine-wide switch flipped
+// by every root mount let other users' mounts have the ring meanwhile).
+// It returns why not when it cannot.
+func acquireUringParam(log zerolog.Logger, enable bool) (release func(), err error) {
 	if _, err := os.Stat(enableUringParam); errors.Is(err, os.ErrNotExist) {
 		return nil, errors.New("kernel without FUSE over io_uring (no " + enableUringParam + "; needs Linux 6.14+ with CONFIG_FUSE_IO_URING)")
 	}
+	root := true
+	unlock := func() {}
 	lock, err := os.OpenFile(uringParamLock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0600)
 	if err != nil {
 		// Not root: nothing to switch, so nothing to serialise; the ring
 		// is there if the administrator switched it on.
-		if b, rerr := os.ReadFile(enableUringParam); rerr == nil && strings.TrimSpace(string(b)) == "Y" {
-			return func() {}, nil
+		root = false
+	} else {
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("lock for %s: %w", enableUringParam, err)
 		}
-		return nil, fmt.Errorf("lock for %s: %w", enableUringParam, err)
+		unlock = func() { lock.Close() } // closing drops the flock
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("lock for %s: %w", enableUringParam, err)
-	}
-	unlock := func() { lock.Close() } // closing drops the flock
 	b, err := os.ReadFile(enableUringParam)
 	if err != nil {
 		unlock()
@@ -139,6 +152,13 @@ func acquireUringParam(log zerolog.Logger) (release func(), err error) {
 	}
 	if strings.TrimSpace(string(b)) == "Y" {
 		return unlock, nil
+	}
+	if !enable || !root {
+		unlock()
+		if !enable {
+			return nil, fmt.Errorf("%s is off (the administrator's setting; --transport uring as root switches it on for the mount's start)", enableUringParam)
+		}
+		return nil, fmt.Errorf("%s is off and only root may switch it on", enableUringParam)
 	}
 	if err := os.WriteFile(enableUringParam, []byte("1"), 0); err != nil {
 		unlock()

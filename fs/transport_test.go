@@ -344,7 +344,7 @@ func TestUringLazyUnmount(t *testing.T) {
 // registered.
 func TestUringWaitsForInit(t *testing.T) {
 	requireUringKernel(t)
-	release, err := acquireUringParam(zerolog.Nop())
+	release, err := acquireUringParam(zerolog.Nop(), true)
 	must(t, err)
 	defer release()
 	mnt := t.TempDir()

@@ -14,16 +14,19 @@ go run ./integration/crashsim/cmd/crashstates -size short
 # The other transport: the differential tester, posixtest, the fault and
 # ring tests and the real-app tests (in-process mounts, /dev/fuse by
 # default) again over FUSE over io_uring; the crash tests (twincrypt mount,
-# the ring by default) again over /dev/fuse.
+# auto by default) again over each transport.
 # Where the kernel has no ring (or we are not root) they skip, saying why;
 # a mount that falls back to /dev/fuse skips its test rather than pass.
 if [ $# -eq 0 ]; then
 	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
 		-run 'TestDifferential|TestPosix$|TestFault|TestUring|TestCacheSeesDaemonChanges|TestInodeFlags' ./fs
-	# twincrypt mount's own default is auto (the ring where the kernel
-	# has it), which the plain run above used: its crash tests again,
-	# pinned to /dev/fuse.
+	# twincrypt mount's own default is auto: the ring only where the
+	# administrator switched enable_uring on, /dev/fuse otherwise. Its
+	# crash tests again, pinned to each transport in turn (uring switches
+	# enable_uring on for each mount's start and back off).
 	TWINCRYPT_TEST_TRANSPORT=dev go test -count=1 -timeout 30m \
+		-run 'TestCrash|TestMountTransport' ./cmd/twincrypt
+	TWINCRYPT_TEST_TRANSPORT=uring go test -count=1 -timeout 30m \
 		-run 'TestCrash|TestMountTransport' ./cmd/twincrypt
 	# The real programs (tar, git, sqlite, make, cc, cp, rsync, Go's os
 	# tests, mmap) on every variant over the ring.

@@ -308,6 +308,11 @@ func serveBlockdev(plan *blockdevPlan, vol *luks.Volume, log zerolog.Logger, sum
 	if err != nil {
 		return err
 	}
+	mntDir, err := openMountDir(plan.mnt)
+	if err != nil {
+		in.stop(io.Discard, true)
+		return mountFailedErrorf("serve %s at %s: %w", plan.image, plan.mnt, err)
+	}
 	var srv *fuse.Server
 	err = withFusermount(func() (err error) {
 		srv, err = blockdev.Mount(plan.mnt, blockdev.Options{
@@ -321,6 +326,7 @@ func serveBlockdev(plan *blockdevPlan, vol *luks.Volume, log zerolog.Logger, sum
 		return err
 	})
 	if err != nil {
+		mntDir.Close()
 		in.stop(io.Discard, true)
 		var fe *fusermountError
 		if errors.As(err, &fe) {
@@ -331,7 +337,13 @@ func serveBlockdev(plan *blockdevPlan, vol *luks.Volume, log zerolog.Logger, sum
 		}
 		return mountFailedErrorf("serve %s at %s: %w", plan.image, plan.mnt, err)
 	}
-	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
+	mh, err := holdMount(mntDir)
+	if err != nil {
+		log.Error().Msgf("serve %s: %v; unmount it with 'twincrypt umount'", plan.mnt, err)
+	} else {
+		defer mh.close()
+	}
+	serveUntilUnmounted(srv, sigs, mh, plan.mnt, in, log, ready)
 	return in.stop(summary, plan.f.quiet)
 }
 

@@ -29,9 +29,12 @@ type instrFlags struct {
 	oplogMaxMB  int64
 	mirror      string
 	summary     string
-	// metrics is the HOST:PORT of the Prometheus endpoint ("" for none).
+	// metrics is the HOST:PORT or unix:PATH of the Prometheus endpoint
+	// ("" for none).
 	metrics            string
 	metricsAllowRemote bool
+	// metricsTokenFile holds the bearer token /metrics requires.
+	metricsTokenFile string
 }
 
 func (f *instrFlags) register(fl *pflag.FlagSet) {
@@ -42,8 +45,9 @@ func (f *instrFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.mirror, "mirror", "", "mirror mode: apply every operation also to the plaintext twin `TWINDIR` and time both (writes PLAINTEXT to TWINDIR; it must start as a copy of the volume's plaintext, empty for an empty volume)")
 	fl.StringVar(&f.summary, "summary", "", "write the statistics at unmount to `FILE` (JSON if it ends in .json)")
 	fl.BoolVar(&f.noStats, "no-stats", false, "turn timing off (no histograms, no stats socket, no op log)")
-	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics (loopback only, e.g. 127.0.0.1:9101)")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics: HOST:PORT (loopback only, e.g. 127.0.0.1:9101), which every local user can read (the mount point, counts of operations, bytes and errors by errno) unless --metrics-token-file is given; or unix:PATH, a socket only this user and root may use")
 	fl.BoolVar(&f.metricsAllowRemote, "metrics-allow-remote", false, "let --metrics listen on an address other machines can reach")
+	fl.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "require the bearer token in `FILE` (mode 0600) of every /metrics request: Prometheus' authorization: credentials_file")
 }
 
 // args returns the flags for the background child.
@@ -70,6 +74,9 @@ func (f *instrFlags) args() []string {
 		if f.metricsAllowRemote {
 			a = append(a, "--metrics-allow-remote")
 		}
+		if f.metricsTokenFile != "" {
+			a = append(a, "--metrics-token-file", f.metricsTokenFile)
+		}
 	}
 	return a
 }
@@ -82,6 +89,24 @@ func (f *instrFlags) check(lower, mnt string) error {
 	}
 	if f.metrics != "" {
 		if err := metrics.CheckAddr(f.metrics, f.metricsAllowRemote); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
+	if sock, ok := strings.CutPrefix(f.metrics, metrics.UnixPrefix); ok && (sock == mnt || isWithin(sock, mnt)) {
+		return usageErrorf("the metrics socket %s is inside the mount point", sock)
+	}
+	if f.metricsTokenFile != "" {
+		if f.metrics == "" {
+			return usageErrorf("--metrics-token-file goes with --metrics")
+		}
+		abs, err := filepath.Abs(f.metricsTokenFile)
+		if err != nil {
+			return err
+		}
+		f.metricsTokenFile = abs
+		// Read now, so that a bad file fails the command that was
+		// given it, not only the background daemon.
+		if _, err := metrics.ReadToken(abs); err != nil {
 			return usageErrorf("%v", err)
 		}
 	}
@@ -161,7 +186,15 @@ func startInstrument(f instrFlags, mnt string, log zerolog.Logger) (*instrument,
 	if f.metrics != "" {
 		// Listening before the mount: a port in use fails the mount
 		// rather than leaving it unwatched.
-		srv, err := metrics.Listen(f.metrics, in.snapshot)
+		o := metrics.Options{Addr: f.metrics}
+		var err error
+		if f.metricsTokenFile != "" {
+			o.Token, err = metrics.ReadToken(f.metricsTokenFile)
+		}
+		var srv *metrics.Server
+		if err == nil {
+			srv, err = metrics.Listen(o, in.snapshot)
+		}
 		if err != nil {
 			if in.oplog != nil {
 				in.oplog.Close()

@@ -97,12 +97,14 @@ did.
 
 --transport picks how the kernel's requests reach the daemon: auto (the
 default) is FUSE over io_uring where the kernel has it (Linux 6.14+, one queue
-of --uring-depth entries per CPU; as root twincrypt switches the fuse module's
-enable_uring on for the mount's start if needed, and back off once the ring is
-up), else /dev/fuse; dev always reads and writes /dev/fuse; uring asks for the
-ring like auto, and a mount that cannot have it says so as a warning. The
-log's first line names the transport and why a mount is on /dev/fuse, and so
-does 'twincrypt stats'. See docs/uring.md.
+of --uring-depth entries per CPU) and the administrator switched it on
+(/sys/module/fuse/parameters/enable_uring, machine-wide), else /dev/fuse; dev
+always reads and writes /dev/fuse; uring asks for the ring, and a mount that
+cannot have it says so as a warning. uring as root also switches enable_uring
+on if it is off, for the mount's start only (2-50 ms), and back off once the
+ring is up: any FUSE mount of any user that starts in that window is offered
+the ring too. The log's first line names the transport and why a mount is on
+/dev/fuse, and so does 'twincrypt stats'. See docs/uring.md.
 
 --readdir picks how listings reach the kernel: plus (the default) sends each
 entry with its attributes, so that ls -l, du, rm -r and rsync stat every
@@ -158,7 +160,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.BoolVar(&f.kernelPassthrough, "kernel-passthrough", false, "twin only: let the kernel serve READ/WRITE directly (measures nothing)")
 	fl.BoolVar(&f.sharedStorage, "shared-storage", false, "LOWER is changed by others too (sync client, second mount): short kernel cache lifetimes")
 	fl.BoolVar(&f.noXattr, "noxattr", false, "no extended attributes: every xattr call fails with EOPNOTSUPP, no ACLs (ls -l asks the daemon nothing per entry)")
-	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it), dev (/dev/fuse) or uring (FUSE over io_uring)")
+	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it and enable_uring is on), dev (/dev/fuse) or uring (FUSE over io_uring; as root, switching enable_uring on for the mount's start)")
 	fl.StringVar(&f.readdir, "readdir", fs.ReaddirPlus, "how listings reach the kernel: `plus` (entries with attributes), auto (the kernel chooses) or plain (names only)")
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`; default 8, on more than 8 CPUs 64 in all, at least 2)")
 	fl.DurationVar(&f.idle, "idle", 0, "unmount by itself once no operation has reached the daemon for `DURATION` (e.g. 30m) and nothing holds the mount busy; 0: never")
@@ -373,6 +375,13 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	if f.idle > 0 {
 		activity = new(atomic.Uint64)
 	}
+	// The directory the mount will cover, held to unmount this mount and
+	// no other (mounthandle.go).
+	mntDir, err := openMountDir(plan.mnt)
+	if err != nil {
+		in.stop(io.Discard, true)
+		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
+	}
 	var srv *fuse.Server
 	err = withFusermount(func() (err error) {
 		srv, err = fs.Mount(plan.mnt, fs.Options{
@@ -400,12 +409,21 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	})
 	var fe *fusermountError
 	if errors.As(err, &fe) {
+		mntDir.Close()
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %v", plan.lower, plan.mnt, fe)
 	}
 	if err != nil {
+		mntDir.Close()
 		in.stop(io.Discard, true)
 		return mountFailedErrorf("mount %s at %s: %w", plan.lower, plan.mnt, err)
+	}
+	mh, err := holdMount(mntDir)
+	if err != nil {
+		// Not unmounted by path either: the path may lead elsewhere now.
+		log.Error().Msgf("mount %s: %v; unmount it with 'twincrypt umount'", plan.mnt, err)
+	} else {
+		defer mh.close()
 	}
 	in.transport = fs.TransportOf(srv).String()
 	in.kernelPassthrough = f.kernelPassthrough
@@ -414,9 +432,9 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 	}
 	var stopIdle func()
 	if activity != nil {
-		stopIdle = watchIdle(plan.mnt, f.idle, activity, log)
+		stopIdle = watchIdle(plan.mnt, mh, f.idle, activity, log)
 	}
-	serveUntilUnmounted(srv, sigs, plan.mnt, in, log, ready)
+	serveUntilUnmounted(srv, sigs, mh, plan.mnt, in, log, ready)
 	if stopIdle != nil {
 		stopIdle()
 	}
@@ -437,15 +455,16 @@ func catchSignals() chan os.Signal {
 }
 
 // serveUntilUnmounted opens the stats socket, reports ready and blocks
-// until the filesystem is unmounted, by a signal on sigs or from outside.
-func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mnt string, in *instrument, log zerolog.Logger, ready func()) {
+// until the filesystem is unmounted, by a signal on sigs (through mh) or
+// from outside.
+func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mh *mountHandle, mnt string, in *instrument, log zerolog.Logger, ready func()) {
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		for {
 			select {
 			case <-sigs:
-				unmountServer(srv, mnt, log)
+				unmountServer(mh, log)
 			case <-done:
 				return
 			}
@@ -457,18 +476,13 @@ func serveUntilUnmounted(srv *fuse.Server, sigs chan os.Signal, mnt string, in *
 }
 
 // unmountServer unmounts after a signal. The kernel refuses while files on
-// the mount are open (EBUSY); go-fuse retries briefly, and so do we, then
-// say what to do instead of exiting with the mount still there.
-func unmountServer(srv *fuse.Server, mnt string, log zerolog.Logger) {
+// the mount are open (EBUSY); we retry briefly, then say what to do
+// instead of exiting with the mount still there.
+func unmountServer(mh *mountHandle, log zerolog.Logger) {
 	const attempts = 3
 	var err error
 	for i := 0; i < attempts; i++ {
-		if srv.Unmount() == nil {
-			return
-		}
-		// go-fuse's error after a failed umount(2) is the one of its
-		// fusermount fallback, often "not installed"; ours says "busy".
-		if err = unmountPath(mnt, false); err == nil {
+		if err = mh.unmount(false); err == nil {
 			return
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -484,7 +498,7 @@ func unmountServer(srv *fuse.Server, mnt string, log zerolog.Logger) {
 // caches (a stat of a cached name, a read of cached pages through an
 // open file, which holds the mount busy anyway) never reaches the daemon
 // and does not count. It returns a function that stops the watch.
-func watchIdle(mnt string, idle time.Duration, ops *atomic.Uint64, log zerolog.Logger) (stop func()) {
+func watchIdle(mnt string, mh *mountHandle, idle time.Duration, ops *atomic.Uint64, log zerolog.Logger) (stop func()) {
 	tick := min(max(idle/10, 50*time.Millisecond), time.Minute)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -506,7 +520,7 @@ func watchIdle(mnt string, idle time.Duration, ops *atomic.Uint64, log zerolog.L
 				if now.Sub(quietSince) < idle {
 					continue
 				}
-				if err := unmountOnly(mnt, false); err != nil {
+				if err := mh.unmount(false); err != nil {
 					log.Debug().Msgf("idle for %v, not unmounted: %v", idle, err)
 					quietSince = now
 					continue

@@ -142,6 +142,8 @@ func isWithin(path, dir string) bool {
 // mountInfo is one line of /proc/self/mountinfo, reduced to what the CLI
 // needs.
 type mountInfo struct {
+	id, parentID int
+	dev          string // major:minor of the mounted filesystem
 	mountPoint   string
 	fsType       string
 	source       string
@@ -179,7 +181,9 @@ func readMountInfo(r io.Reader) ([]mountInfo, error) {
 		if len(fields) < 7 {
 			continue
 		}
-		m := mountInfo{mountPoint: unescapeMountPath(fields[4])}
+		m := mountInfo{dev: fields[2], mountPoint: unescapeMountPath(fields[4])}
+		m.id, _ = strconv.Atoi(fields[0])
+		m.parentID, _ = strconv.Atoi(fields[1])
 		for i := 6; i < len(fields); i++ {
 			if fields[i] == "-" {
 				if i+1 < len(fields) {

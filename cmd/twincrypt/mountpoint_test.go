@@ -130,10 +130,10 @@ bad line
 		t.Fatal(err)
 	}
 	want := []mountInfo{
-		{"/", "ext4", "/dev/nvme0n1p2", "rw"},
-		{"/tmp/with space", "fuse.twincrypt", "/srv/low er", "rw,user_id=0,group_id=0"},
-		{"/mnt/plain", "tmpfs", "tmpfs", "rw"},
-		{`/mnt/back\slash`, "fuse", "/x", "rw"},
+		{22, 1, "259:2", "/", "ext4", "/dev/nvme0n1p2", "rw"},
+		{36, 22, "0:32", "/tmp/with space", "fuse.twincrypt", "/srv/low er", "rw,user_id=0,group_id=0"},
+		{37, 22, "0:33", "/mnt/plain", "tmpfs", "tmpfs", "rw"},
+		{38, 22, "0:34", `/mnt/back\slash`, "fuse", "/x", "rw"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d mounts %+v, want %d", len(got), got, len(want))

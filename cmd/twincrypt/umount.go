@@ -152,9 +152,11 @@ func unmountOnly(mntArg string, lazy bool) error {
 		return mountpointErrorf("%s is not a mount point", mnt)
 	}
 	if os.Geteuid() == 0 {
-		flags := 0
+		// A symlink planted at the last element would be followed: the
+		// mount at mnt is the one findMount found.
+		flags := unix.UMOUNT_NOFOLLOW
 		if lazy {
-			flags = unix.MNT_DETACH
+			flags |= unix.MNT_DETACH
 		}
 		err := unix.Unmount(mnt, flags)
 		if err == nil {

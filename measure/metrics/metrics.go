@@ -28,13 +28,21 @@
 package metrics
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -162,13 +170,24 @@ func WriteText(w io.Writer, s measure.Snapshot) error {
 // ErrNotLoopback refuses a listen address that other machines can reach.
 var ErrNotLoopback = errors.New("not a loopback address")
 
-// CheckAddr checks a listen address (HOST:PORT). Unless allowRemote, the
-// host must be a loopback address or "localhost": the metrics name the
-// mount point and show its activity, which is nobody else's business.
+// UnixPrefix starts a listen address that is a Unix socket's path
+// ("unix:/run/vault-metrics.sock").
+const UnixPrefix = "unix:"
+
+// CheckAddr checks a listen address (HOST:PORT, or unix:PATH). Unless
+// allowRemote, the host must be a loopback address or "localhost": the
+// metrics name the mount point and show its activity, which is nobody
+// else's business.
 func CheckAddr(addr string, allowRemote bool) error {
+	if path, ok := strings.CutPrefix(addr, UnixPrefix); ok {
+		if !filepath.IsAbs(path) {
+			return fmt.Errorf("metrics address %q: the socket's path must be absolute", addr)
+		}
+		return nil
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("metrics address %q: %w (want HOST:PORT, e.g. 127.0.0.1:9101)", addr, err)
+		return fmt.Errorf("metrics address %q: %w (want HOST:PORT, e.g. 127.0.0.1:9101, or unix:PATH)", addr, err)
 	}
 	if port == "" {
 		return fmt.Errorf("metrics address %q: no port", addr)
@@ -188,20 +207,71 @@ func CheckAddr(addr string, allowRemote bool) error {
 	return fmt.Errorf("metrics address %q (%s): %w; use 127.0.0.1:PORT or [::1]:PORT, or --metrics-allow-remote to serve other machines", addr, host, ErrNotLoopback)
 }
 
+// ReadToken reads a bearer token from path, as Prometheus reads its
+// credentials_file (surrounding white space dropped). The file must be a
+// regular file (not a symlink) that neither its group nor others may
+// read: the token is the key to the metrics.
+func ReadToken(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("metrics token file: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("metrics token file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("metrics token file %s: not a regular file", path)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("metrics token file %s: mode %04o lets others read it; chmod 600 it", path, st.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("metrics token file: %w", err)
+	}
+	tok := bytes.TrimSpace(b)
+	if len(tok) == 0 {
+		return nil, fmt.Errorf("metrics token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// Options are how Listen serves.
+type Options struct {
+	// Addr is HOST:PORT or unix:PATH, already checked with CheckAddr.
+	Addr string
+	// Token, if set, is required of every request as
+	// "Authorization: Bearer TOKEN" (what Prometheus sends with
+	// authorization: credentials_file or bearer_token_file).
+	Token []byte
+}
+
 // Server serves /metrics over HTTP.
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
 }
 
-// Listen starts serving /metrics on addr (already checked with CheckAddr)
-// from snap, with the process and Go runtime collectors alongside.
-func Listen(addr string, snap func() measure.Snapshot) (*Server, error) {
+// Listen starts serving /metrics as o says from snap, with the process
+// and Go runtime collectors alongside. A Unix socket is made 0600 and
+// admits only peers of the daemon's user and root (SO_PEERCRED), as the
+// stats socket does; a TCP port any local user can reach, which a token
+// closes.
+func Listen(o Options, snap func() measure.Snapshot) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(snap),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
-	ln, err := net.Listen("tcp", addr)
+	s := &Server{}
+	var err error
+	if path, ok := strings.CutPrefix(o.Addr, UnixPrefix); ok {
+		s.ln, err = listenUnix(path)
+	} else {
+		s.ln, err = net.Listen("tcp", o.Addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -214,14 +284,106 @@ func Listen(addr string, snap func() measure.Snapshot) (*Server, error) {
 		}
 		fmt.Fprintln(w, "twincrypt metrics: see /metrics")
 	})
-	s := &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	go s.srv.Serve(ln)
+	var h http.Handler = mux
+	if len(o.Token) > 0 {
+		h = requireToken(o.Token, mux)
+	}
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(s.ln)
 	return s, nil
+}
+
+// requireToken answers 401 to a request without the bearer token.
+func requireToken(token []byte, next http.Handler) http.Handler {
+	want := append([]byte("Bearer "), token...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="twincrypt metrics"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// listenUnix makes the socket at path, 0600. A socket left there by a
+// daemon that was killed is replaced; anything else (a live socket, a
+// symlink, a file) is refused.
+func listenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: another process listens there", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	// Made 0600 from the start (the umask applies at bind): no moment in
+	// which others may connect.
+	old := unix.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	return &peerListener{UnixListener: ln.(*net.UnixListener)}, nil
+}
+
+// peerListener admits connections of the daemon's user and root only
+// (SO_PEERCRED), whatever the socket's mode has become; others get a 403
+// and the connection closed.
+type peerListener struct{ *net.UnixListener }
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		if peerAllowed(c) {
+			return c, nil
+		}
+		go refuse(c)
+	}
+}
+
+// refuse answers a connection of a peer not admitted with 403, after
+// reading its request's head (a reply to an unread request would be cut
+// off by the close).
+func refuse(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if req, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, 16<<10))); err == nil {
+		req.Body.Close()
+	}
+	io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nforbidden\n")
+	c.CloseWrite()
+}
+
+// peerAllowed admits the daemon's own user and root.
+func peerAllowed(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || cerr != nil {
+		return false
+	}
+	return cred.Uid == 0 || int(cred.Uid) == os.Geteuid()
 }
 
 // Addr is the address the server listens on (with the port chosen when
 // addr asked for port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Close stops the server.
+// Close stops the server (and removes its socket).
 func (s *Server) Close() error { return s.srv.Close() }

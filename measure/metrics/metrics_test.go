@@ -130,7 +130,7 @@ func TestDashboardNamesOurSeries(t *testing.T) {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("%s: %v", dashboardPath, err)
 	}
-	srv, err := Listen("127.0.0.1:0", func() measure.Snapshot {
+	srv, err := Listen(Options{Addr: "127.0.0.1:0"}, func() measure.Snapshot {
 		r := measure.NewRecorder("/m")
 		r.Start(measure.OpLookup, 1).End(syscall.ENOENT)
 		s := r.Snapshot()
