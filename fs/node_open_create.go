@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -35,10 +37,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 	defer func() { o.end(errno) }()
 	// Opened without O_TRUNC: newFile truncates once it knows the lower
 	// file is the node's own.
-	fd, rel, errno := n.r().main.openNode(&o.a, n, n.r().main.openFlags(flags)&^syscall.O_TRUNC)
+	fd, rel, errno := n.r().main.openFile(&o.a, n, n.r().main.openFlags(flags)&^syscall.O_TRUNC)
 	twinFd := -1
 	o.mirror(n.r(), func(s *side, a *acct) (errno syscall.Errno) {
-		twinFd, _, errno = s.openNode(a, n, s.openFlags(flags))
+		twinFd, _, errno = s.openFile(a, n, s.openFlags(flags))
 		return errno
 	})
 	if errno != 0 {
@@ -74,7 +76,18 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 				a.lowerSince(t0)
 				return syscall.ESTALE
 			}
-			f, err = unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT, want)
+			// The twin's name is taken: opened as an existing file,
+			// through the same type check as an OPEN (a FIFO there
+			// would hold this request until someone writes to it).
+			var pfd int
+			if pfd, err = unix.Openat(e.dir, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+				var errno syscall.Errno
+				f, errno = n.r().reopenRegular(a, s, nil, e.rel(), pfd, s.openFlags(flags))
+				syscall.Close(pfd)
+				if errno != 0 {
+					err = errno
+				}
+			}
 		}
 		a.lowerSince(t0)
 		if s == n.r().main {
@@ -101,6 +114,111 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	return ch, fh, fuseFlags, 0
+}
+
+// openFile opens the lower file of n on side s with the lower flags flags,
+// for an OPEN. Whoever can write LOWER may have put something else under
+// the name since the kernel looked it up: a FIFO, whose open(2) for
+// reading waits for a writer (a daemon thread, and on the ring a whole
+// queue, stuck until one comes), or a device node, whose driver's open
+// runs with the daemon's rights (a watchdog starts counting, a tape
+// rewinds). So the object is first opened O_PATH, which runs no open of
+// its type, and only the node's own regular file is then opened for
+// real, through our descriptor's /proc link: the very inode that was
+// checked, nothing resolved in LOWER again.
+//
+// Opening with O_NONBLOCK and checking the type afterwards would be two
+// system calls cheaper and enough for a FIFO (a read open returns at once,
+// a write open fails ENXIO), but it still runs a planted device's open.
+// The O_PATH way costs an open, an fstat and a close more per OPEN than
+// the plain open did (figures in docs/uring.md, "Requests that wait on
+// LOWER").
+func (s *side) openFile(a *acct, n *node, flags int) (int, string, syscall.Errno) {
+	pfd, rel, errno := s.openNode(a, n, unix.O_PATH|syscall.O_NOFOLLOW)
+	if errno != 0 {
+		return -1, rel, errno
+	}
+	fd, errno := n.r().reopenRegular(a, s, n, rel, pfd, flags)
+	syscall.Close(pfd)
+	return fd, rel, errno
+}
+
+// reopenRegular opens pfd, an O_PATH descriptor of the lower object rel
+// (of node n, or nil when there is no node to compare with), with flags,
+// once it is known to be a regular file and n's own inode.
+//
+// The reopen goes without O_NONBLOCK: the inode is a regular file, on
+// which O_NONBLOCK changes nothing of reads and writes (they wait for the
+// disk either way), and at open time only one thing, a lease: a
+// process holding a lease on the lower file (Samba, nfsd, or any owner)
+// makes an open for writing wait until it gives the lease up, at most
+// /proc/sys/fs/lease-break-time (45 s). With O_NONBLOCK the open would
+// fail EWOULDBLOCK instead, an error no native open of a regular file
+// gives. So the open waits, as a native one does; the ring transport
+// answers OPEN and CREATE off its queue threads for that (fs/uring:
+// nothing that can wait on LOWER runs on a queue thread).
+func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags int) (int, syscall.Errno) {
+	var st syscall.Stat_t
+	if err := a.fstat(pfd, &st); err != nil {
+		return -1, toErrno(err)
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFLNK:
+		// What the O_NOFOLLOW open of the plain way gave.
+		return -1, syscall.ELOOP
+	default:
+		// A corrupt file is that file's EIO plus a log line; a FIFO or
+		// device put in the file's place is treated alike.
+		r.log.Warn().Str("lower", s.show(rel)).Str("type", fileType(st.Mode)).Msg("not a regular file in LOWER: EIO")
+		return -1, syscall.EIO
+	}
+	if n != nil {
+		if errno := n.sameLower(s, rel, &st); errno != 0 {
+			return -1, errno
+		}
+	}
+	t0 := a.now()
+	fd, err := reopenFd(pfd, flags&openFlagsMask&^(syscall.O_NOFOLLOW|syscall.O_CREAT|syscall.O_EXCL)|syscall.O_CLOEXEC)
+	a.lowerSince(t0)
+	if err != nil {
+		return -1, toErrno(err)
+	}
+	return fd, 0
+}
+
+// fileType names the type of a lower object for a log line.
+func fileType(mode uint32) string {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		return "fifo"
+	case syscall.S_IFCHR:
+		return "character device"
+	case syscall.S_IFBLK:
+		return "block device"
+	case syscall.S_IFSOCK:
+		return "socket"
+	case syscall.S_IFDIR:
+		return "directory"
+	}
+	return "other"
+}
+
+// procSelfFd is our /proc/self/fd directory, opened once: a reopen then
+// resolves one name in it instead of the three of /proc/self/fd/N.
+// ("self" is resolved at this open, to this process, for its lifetime.)
+var procSelfFd = sync.OnceValues(func() (int, error) {
+	return unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+})
+
+// reopenFd opens our descriptor fd anew through its /proc magic link with
+// flags: the very object fd holds, whatever is under its name now.
+func reopenFd(fd, flags int) (int, error) {
+	dir, err := procSelfFd()
+	if err != nil {
+		return unix.Open(procFd(fd), flags, 0)
+	}
+	return unix.Openat(dir, strconv.Itoa(fd), flags, 0)
 }
 
 func closeFd(fd int) {

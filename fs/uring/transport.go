@@ -27,6 +27,27 @@
 // readers use all. The goroutine hands the answered entry back to the
 // queue thread, which alone may submit to its ring, through a list and an
 // eventfd the ring reads.
+//
+// The rule: no request that can wait on someone else is answered on a
+// queue thread. Whatever a queue thread waits for, every caller that runs
+// on its CPU waits for too (their stat, their ls), and with them anyone
+// who waits on those callers. A handler's open(2) of a lower file can wait
+// on another process for as long as that process likes: a lease holder
+// (until it gives the lease up, up to /proc/sys/fs/lease-break-time), a
+// FIFO planted in the file's place (until a writer comes; the handler
+// refuses FIFOs before opening them, but the rule does not lean on that).
+// So OPEN and CREATE go to goroutines with the large READs and the syncs.
+// What stays inline is what waits on no one but the local disk: LOOKUP,
+// GETATTR, READDIR, small READs and WRITEs, xattrs, the namespace calls.
+// A LOWER on a filesystem served by someone else (NFS, another FUSE
+// daemon) can make any of those wait on its server; the ring cannot help
+// that, /dev/fuse (a pool of reader threads) bears it better.
+//
+// Locks, in order: Transport.mu (the descriptors, Stop) and queue.mu (the
+// list of entries answered away) are leaves: neither is held while the
+// other is taken, while a handler runs, or while a thread enters its ring.
+// Handle is called with no lock of this package held; the locks it takes
+// (the node tree, a file's content lock) are the caller's.
 package uring
 
 import (
@@ -80,9 +101,12 @@ type Config struct {
 
 // FUSE opcodes the offload rule looks at.
 const (
+	fuseOpen          = 14
 	fuseRead          = 15
 	fuseFsync         = 20
 	fuseFsyncdir      = 30
+	fuseSetlkw        = 33
+	fuseCreate        = 35
 	fuseFallocate     = 43
 	fuseCopyFileRange = 47
 )
@@ -93,8 +117,10 @@ const (
 const OffloadMin = 64 << 10
 
 // offload says which requests are answered off the queue thread: READs of
-// OffloadMin bytes or more, and the requests that may wait on a disk
-// (fsync, fsyncdir, fallocate, copy_file_range). The kernel sends a file's readahead as several READs
+// OffloadMin bytes or more, the requests that may wait on a disk (fsync,
+// fsyncdir, fallocate, copy_file_range), and those that may wait on
+// another process (OPEN and CREATE: a lease break, see the package doc;
+// SETLKW: a lock's holder, should a handler ever forward locks). The kernel sends a file's readahead as several READs
 // at once, all to the reader's queue; a WRITE comes alone (the caller
 // waits for it: no writeback cache), so nothing queues behind it, and
 // handing it over only cost time (2026-12-02, AMD EPYC, 1 MiB writes:
@@ -105,7 +131,7 @@ func offload(opcode uint32, in [][]byte) bool {
 		// fuse_read_in: fh, offset (u64 each), size (u32).
 		op := in[1]
 		return len(op) >= 20 && binary.LittleEndian.Uint32(op[16:20]) >= OffloadMin
-	case fuseFsync, fuseFsyncdir, fuseFallocate, fuseCopyFileRange:
+	case fuseFsync, fuseFsyncdir, fuseFallocate, fuseCopyFileRange, fuseOpen, fuseCreate, fuseSetlkw:
 		return true
 	}
 	return false

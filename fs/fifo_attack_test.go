@@ -1,0 +1,191 @@
+package fs
+
+// A LOWER writer freezes the mount by swapping a file for a FIFO (issue 39,
+// finding 1): the daemon's open(2) of a FIFO for reading waits for a
+// writer, and on the ring it waits on a queue thread, so every caller on
+// that CPU waits too. And a request that waits on LOWER for a good reason
+// (an open held by a lease break) must not hold up its ring queue either.
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// openResult is what an open through the mount gave.
+type openResult struct {
+	fd  int
+	err error
+}
+
+// TestHostileFifoOpen: on both transports, a file the kernel has a node
+// for (held by an O_PATH descriptor, so no lookup comes between) is
+// replaced in LOWER by a FIFO; opening it through the mount for reading,
+// then for writing, must fail promptly with EIO (what the mount gives for
+// a lower object it will not read: a corrupt file, a device swapped in)
+// and leave the mount serving. Before the fix the read open hung in the
+// daemon's open(2) of the FIFO (on the ring, with the whole queue), and
+// the write open gave ENXIO. The test unblocks such an open itself by
+// opening the FIFO, so that a failing run still ends and unmounts.
+func TestHostileFifoOpen(t *testing.T) {
+	requireFUSE(t)
+	for _, tr := range []string{TransportDev, TransportUring} {
+		for _, v := range []variant{variants[0], variants[2]} {
+			t.Run(tr+"/"+v.name, func(t *testing.T) {
+				if tr == TransportUring {
+					requireUringKernel(t)
+				}
+				tm := newVolume(t, v)
+				tm.mount(t, func(o *Options) { o.Transport = tr })
+				if got := TransportOf(tm.srv).Name; got != tr {
+					t.Fatalf("transport %s, want %s", TransportOf(tm.srv), tr)
+				}
+				must(t, os.WriteFile(filepath.Join(tm.mnt, "keep"), []byte("keep"), 0644))
+				must(t, os.WriteFile(filepath.Join(tm.mnt, "victim"), []byte("victim"), 0666))
+				vfd := opath(t, filepath.Join(tm.mnt, "victim"), 0)
+				lv := lowerPath(t, tm, "victim")
+				must(t, os.Remove(lv))
+				must(t, unix.Mkfifo(lv, 0666))
+				// A writer's open wakes every reader waiting in the FIFO's
+				// open; O_RDWR never waits itself.
+				unblock := func() {
+					if fd, err := unix.Open(lv, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+						unix.Close(fd)
+					}
+				}
+				t.Cleanup(unblock)
+
+				for _, mode := range []struct {
+					name  string
+					flags int
+				}{{"read", unix.O_RDONLY}, {"write", unix.O_WRONLY}} {
+					done := make(chan openResult, 1)
+					go func() {
+						fd, err := unix.Open(procPath(vfd), mode.flags|unix.O_CLOEXEC, 0)
+						done <- openResult{fd, err}
+					}()
+					var res openResult
+					select {
+					case res = <-done:
+					case <-time.After(30 * time.Second):
+						t.Errorf("open for %s of a file swapped for a FIFO in LOWER: no answer in 30 s (the daemon waits in the FIFO's open)", mode.name)
+						unblock()
+						select {
+						case res = <-done:
+						case <-time.After(60 * time.Second):
+							t.Fatalf("open for %s still waiting after the FIFO was opened for writing", mode.name)
+						}
+					}
+					if res.err == nil {
+						unix.Close(res.fd)
+					}
+					if !errors.Is(res.err, syscall.EIO) {
+						t.Errorf("open for %s of a file swapped for a FIFO: %v, want EIO", mode.name, res.err)
+					}
+				}
+				if !strings.Contains(tm.log.String(), "not a regular file in LOWER") {
+					t.Errorf("no log line names the FIFO in LOWER:\n%s", tm.log.String())
+				}
+				alive(t, tm)
+			})
+		}
+	}
+}
+
+// TestUringLeaseHeldOpenKeepsQueueServing: an OPEN that waits on LOWER is
+// answered off its ring queue's thread. A process holding a read lease on
+// a lower file makes the daemon's open of it for writing wait until the
+// lease is given up (or lease-break-time, 45 s, passes); meanwhile a
+// LOOKUP from the same CPU, hence the same queue, must be answered, and
+// the OPEN must still be waiting when it is (so the order proves it, not a
+// time). Before the fix the OPEN ran on the queue thread and the LOOKUP
+// came back only after the kernel broke the lease by force.
+func TestUringLeaseHeldOpenKeepsQueueServing(t *testing.T) {
+	requireUringKernel(t)
+	tm := newVolume(t, variants[2])
+	tm.mount(t, func(o *Options) { o.Transport = TransportUring })
+	if TransportOf(tm.srv).Name != TransportUring {
+		t.Fatalf("transport %s, want uring", TransportOf(tm.srv))
+	}
+	lp := filepath.Join(tm.lower, "leased")
+	must(t, os.WriteFile(lp, []byte("leased"), 0644))
+	// Looked up before the lease: the LOOKUP below must be a new one.
+	_, err := os.Stat(filepath.Join(tm.mnt, "leased"))
+	must(t, err)
+
+	// The lease holder is told of a break by SIGIO (its descriptor's
+	// owner is this process).
+	sigio := make(chan os.Signal, 1)
+	signal.Notify(sigio, syscall.SIGIO)
+	defer signal.Stop(sigio)
+	lfd, err := unix.Open(lp, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			unix.FcntlInt(uintptr(lfd), unix.F_SETLEASE, unix.F_UNLCK)
+			unix.Close(lfd)
+		}
+	}
+	t.Cleanup(release)
+	if _, err := unix.FcntlInt(uintptr(lfd), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		t.Skipf("cannot take a read lease on %s: %v", lp, err)
+	}
+
+	opened := make(chan openResult, 1)
+	onCPU(t, 0, func() {
+		fd, err := unix.Open(filepath.Join(tm.mnt, "leased"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		opened <- openResult{fd, err}
+	})
+	select {
+	case <-sigio:
+	case res := <-opened:
+		t.Fatalf("open for writing of a leased file returned (%v) before the lease was broken", res.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon's open broke no lease in 30 s")
+	}
+	if lt, err := unix.FcntlInt(uintptr(lfd), unix.F_GETLEASE, 0); err != nil || lt != unix.F_UNLCK {
+		t.Fatalf("lease after SIGIO: %d, %v; want a break under way (F_UNLCK)", lt, err)
+	}
+
+	looked := make(chan error, 1)
+	onCPU(t, 0, func() {
+		_, err := os.Lstat(filepath.Join(tm.mnt, "no-such-name"))
+		looked <- err
+	})
+	select {
+	case err := <-looked:
+		if !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("lstat while an OPEN waits for a lease: %v, want ENOENT", err)
+		}
+		select {
+		case res := <-opened:
+			t.Errorf("the LOOKUP was answered only after the OPEN (%v): the OPEN held the queue until the lease break timed out", res.err)
+			if res.err == nil {
+				unix.Close(res.fd)
+			}
+			return
+		default:
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("a LOOKUP on the same queue got no answer in 60 s while an OPEN waited for a lease")
+	}
+	release()
+	select {
+	case res := <-opened:
+		if res.err != nil {
+			t.Fatalf("open once the lease was given up: %v", res.err)
+		}
+		unix.Close(res.fd)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the OPEN never completed once the lease was given up")
+	}
+}
