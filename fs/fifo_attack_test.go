@@ -31,9 +31,10 @@ type openResult struct {
 // then for writing, must fail promptly with EIO (what the mount gives for
 // a lower object it will not read: a corrupt file, a device swapped in)
 // and leave the mount serving. Before the fix the read open hung in the
-// daemon's open(2) of the FIFO (on the ring, with the whole queue), and
-// the write open gave ENXIO. The test unblocks such an open itself by
-// opening the FIFO, so that a failing run still ends and unmounts.
+// daemon's open(2) of the FIFO (on the ring, with the whole queue), and so
+// did the twin's write open (waiting for a reader; crypt opens read-write,
+// which a FIFO lets through, and newFile refused it). The test unblocks
+// such an open itself by opening the FIFO, so that a failing run ends.
 func TestHostileFifoOpen(t *testing.T) {
 	requireFUSE(t)
 	for _, tr := range []string{TransportDev, TransportUring} {
@@ -106,7 +107,9 @@ func TestHostileFifoOpen(t *testing.T) {
 // LOOKUP from the same CPU, hence the same queue, must be answered, and
 // the OPEN must still be waiting when it is (so the order proves it, not a
 // time). Before the fix the OPEN ran on the queue thread and the LOOKUP
-// came back only after the kernel broke the lease by force.
+// came back only after the kernel broke the lease by force. Now the OPEN's
+// first, non-blocking try on the queue thread meets the lease and asks to
+// be answered again off the thread (uring.RetryAway).
 func TestUringLeaseHeldOpenKeepsQueueServing(t *testing.T) {
 	requireUringKernel(t)
 	tm := newVolume(t, variants[2])

@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/fs/uring"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -82,7 +83,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			var pfd int
 			if pfd, err = unix.Openat(e.dir, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
 				var errno syscall.Errno
-				f, errno = n.r().reopenRegular(a, s, nil, e.rel(), pfd, s.openFlags(flags))
+				f, errno = n.r().reopenRegular(a, s, nil, e.rel(), pfd, s.openFlags(flags), false)
 				syscall.Close(pfd)
 				if errno != 0 {
 					err = errno
@@ -133,12 +134,15 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 // The O_PATH way costs an open, an fstat and a close more per OPEN than
 // the plain open did (figures in docs/uring.md, "Requests that wait on
 // LOWER").
+//
+// The mount's own side may have its OPEN answered again off a ring queue
+// (see reopenRegular); the twin's, opened after it, may not.
 func (s *side) openFile(a *acct, n *node, flags int) (int, string, syscall.Errno) {
 	pfd, rel, errno := s.openNode(a, n, unix.O_PATH|syscall.O_NOFOLLOW)
 	if errno != 0 {
 		return -1, rel, errno
 	}
-	fd, errno := n.r().reopenRegular(a, s, n, rel, pfd, flags)
+	fd, errno := n.r().reopenRegular(a, s, n, rel, pfd, flags, s == n.r().main)
 	syscall.Close(pfd)
 	return fd, rel, errno
 }
@@ -147,17 +151,25 @@ func (s *side) openFile(a *acct, n *node, flags int) (int, string, syscall.Errno
 // (of node n, or nil when there is no node to compare with), with flags,
 // once it is known to be a regular file and n's own inode.
 //
-// The reopen goes without O_NONBLOCK: the inode is a regular file, on
-// which O_NONBLOCK changes nothing of reads and writes (they wait for the
-// disk either way), and at open time only one thing, a lease: a
-// process holding a lease on the lower file (Samba, nfsd, or any owner)
-// makes an open for writing wait until it gives the lease up, at most
-// /proc/sys/fs/lease-break-time (45 s). With O_NONBLOCK the open would
-// fail EWOULDBLOCK instead, an error no native open of a regular file
-// gives. So the open waits, as a native one does; the ring transport
-// answers OPEN and CREATE off its queue threads for that (fs/uring:
-// nothing that can wait on LOWER runs on a queue thread).
-func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags int) (int, syscall.Errno) {
+// The inode is a regular file, so the reopen cannot meet a FIFO; what it
+// can still wait on is a lease: a process holding one on the lower file
+// (Samba, nfsd, or the file's owner) makes an open for writing wait until
+// it gives the lease up, at most /proc/sys/fs/lease-break-time (45 s). On a
+// ring queue thread that wait would hold up every caller on its CPU. So
+// the reopen is tried with O_NONBLOCK, which turns that wait into
+// EWOULDBLOCK; then, where waiting holds up no one (a goroutine,
+// /dev/fuse), the open waits as a native one does, and on a queue thread
+// the request is answered again off it (uring.RetryAway) if retry is set.
+// Without retry (the open of a mirror's twin, or in a CREATE, whose answer
+// cannot be dropped once the main side has acted) EWOULDBLOCK is the answer.
+// A caller who asked for O_NONBLOCK gets EWOULDBLOCK, as natively.
+//
+// On a regular file O_NONBLOCK changes nothing after the open for the
+// local filesystems (reads and writes wait for the disk either way), but
+// it is handed on with each READ to a LOWER that is itself a FUSE
+// filesystem, whose server may act on it: it is cleared again (one
+// fcntl), and the descriptor is what a plain open made.
+func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags int, retry bool) (int, syscall.Errno) {
 	var st syscall.Stat_t
 	if err := a.fstat(pfd, &st); err != nil {
 		return -1, toErrno(err)
@@ -178,10 +190,30 @@ func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags i
 			return -1, errno
 		}
 	}
+	want := flags&openFlagsMask&^(syscall.O_NOFOLLOW|syscall.O_CREAT|syscall.O_EXCL) | syscall.O_CLOEXEC
 	t0 := a.now()
-	fd, err := reopenFd(pfd, flags&openFlagsMask&^(syscall.O_NOFOLLOW|syscall.O_CREAT|syscall.O_EXCL)|syscall.O_CLOEXEC)
-	a.lowerSince(t0)
+	defer a.lowerSince(t0)
+	fd, err := reopenFd(pfd, want|syscall.O_NONBLOCK)
+	if want&syscall.O_NONBLOCK != 0 {
+		return fd, toErrno(err)
+	}
+	if err == syscall.EWOULDBLOCK {
+		if uring.OnQueueThread() {
+			if retry {
+				uring.RetryAway()
+			}
+			return -1, syscall.EWOULDBLOCK
+		}
+		fd, err = reopenFd(pfd, want)
+		return fd, toErrno(err)
+	}
 	if err != nil {
+		return -1, toErrno(err)
+	}
+	// F_SETFL sets these flags (and O_NONBLOCK, left out): as opened.
+	const setfl = syscall.O_APPEND | syscall.O_ASYNC | syscall.O_DIRECT | syscall.O_NOATIME
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, want&setfl); err != nil {
+		syscall.Close(fd)
 		return -1, toErrno(err)
 	}
 	return fd, 0
