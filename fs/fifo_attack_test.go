@@ -192,3 +192,63 @@ func TestUringLeaseHeldOpenKeepsQueueServing(t *testing.T) {
 		t.Fatal("the OPEN never completed once the lease was given up")
 	}
 }
+
+// TestHostileDeviceOpen: a file replaced in LOWER by a character device is
+// refused before its driver's open runs. The device is 0:0, which no
+// driver serves: an open of it fails ENXIO in the driver lookup, so EIO
+// (the mount's refusal) shows that the daemon never opened it, both for
+// an OPEN and for a truncate by path (SETATTR). Before the fix both
+// opened it first (and gave the driver's ENXIO).
+func TestHostileDeviceOpen(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("making a device node needs root (CAP_MKNOD)")
+	}
+	for _, tr := range []string{TransportDev, TransportUring} {
+		for _, v := range []variant{variants[0], variants[2]} {
+			t.Run(tr+"/"+v.name, func(t *testing.T) {
+				if tr == TransportUring {
+					requireUringKernel(t)
+				}
+				tm := newVolume(t, v)
+				tm.mount(t, func(o *Options) { o.Transport = tr })
+				if got := TransportOf(tm.srv).Name; got != tr {
+					t.Fatalf("transport %s, want %s", TransportOf(tm.srv), tr)
+				}
+				must(t, os.WriteFile(filepath.Join(tm.mnt, "keep"), []byte("keep"), 0644))
+				must(t, os.WriteFile(filepath.Join(tm.mnt, "victim"), []byte("victim"), 0666))
+				vfd := opath(t, filepath.Join(tm.mnt, "victim"), 0)
+				lv := lowerPath(t, tm, "victim")
+				must(t, os.Remove(lv))
+				if err := unix.Mknod(lv, unix.S_IFCHR|0666, 0); err != nil {
+					t.Skipf("mknod in LOWER: %v", err)
+				}
+				for _, c := range []struct {
+					what string
+					do   func() error
+				}{
+					{"open for read", func() error {
+						fd, err := unix.Open(procPath(vfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+						if err == nil {
+							unix.Close(fd)
+						}
+						return err
+					}},
+					{"open for write", func() error {
+						fd, err := unix.Open(procPath(vfd), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+						if err == nil {
+							unix.Close(fd)
+						}
+						return err
+					}},
+					{"truncate", func() error { return unix.Truncate(procPath(vfd), 0) }},
+				} {
+					if err := c.do(); !errors.Is(err, syscall.EIO) {
+						t.Errorf("%s of a file swapped for a device in LOWER: %v, want EIO (refused before the device's open)", c.what, err)
+					}
+				}
+				alive(t, tm)
+			})
+		}
+	}
+}

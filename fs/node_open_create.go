@@ -192,31 +192,39 @@ func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags i
 	}
 	want := flags&openFlagsMask&^(syscall.O_NOFOLLOW|syscall.O_CREAT|syscall.O_EXCL) | syscall.O_CLOEXEC
 	t0 := a.now()
-	defer a.lowerSince(t0)
-	fd, err := reopenFd(pfd, want|syscall.O_NONBLOCK)
-	if want&syscall.O_NONBLOCK != 0 {
-		return fd, toErrno(err)
+	fd, err := reopenLeased(pfd, want, retry)
+	a.lowerSince(t0)
+	return fd, toErrno(err)
+}
+
+// reopenLeased reopens our descriptor fd of a regular file with flags, as
+// reopenRegular says: without waiting for a lease's holder on a ring
+// queue thread (EWOULDBLOCK, and the request retried away if retry),
+// waiting as natively anywhere else, O_NONBLOCK left as the caller asked.
+func reopenLeased(fd, flags int, retry bool) (int, error) {
+	nfd, err := reopenFd(fd, flags|syscall.O_NONBLOCK)
+	if flags&syscall.O_NONBLOCK != 0 {
+		return nfd, err
 	}
 	if err == syscall.EWOULDBLOCK {
 		if uring.OnQueueThread() {
 			if retry {
 				uring.RetryAway()
 			}
-			return -1, syscall.EWOULDBLOCK
+			return -1, err
 		}
-		fd, err = reopenFd(pfd, want)
-		return fd, toErrno(err)
+		return reopenFd(fd, flags)
 	}
 	if err != nil {
-		return -1, toErrno(err)
+		return -1, err
 	}
 	// F_SETFL sets these flags (and O_NONBLOCK, left out): as opened.
 	const setfl = syscall.O_APPEND | syscall.O_ASYNC | syscall.O_DIRECT | syscall.O_NOATIME
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, want&setfl); err != nil {
-		syscall.Close(fd)
-		return -1, toErrno(err)
+	if _, err := unix.FcntlInt(uintptr(nfd), unix.F_SETFL, flags&setfl); err != nil {
+		syscall.Close(nfd)
+		return -1, err
 	}
-	return fd, 0
+	return nfd, nil
 }
 
 // fileType names the type of a lower object for a log line.
@@ -323,7 +331,9 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 // zero through the content I/O (crypt: an empty file, a new header at the
 // next write), with the content lock held. A read-only descriptor (an
 // open O_RDONLY|O_TRUNC) is reopened read-write through /proc for it:
-// the very inode, nothing resolved in LOWER.
+// the very inode, nothing resolved in LOWER. That reopen may meet a lease
+// as the OPEN's own does (reopenLeased): on a ring queue thread the OPEN
+// is then answered again off it, before anything was truncated.
 func (n *node) truncOpen(a *acct, fd int) syscall.Errno {
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {
@@ -331,7 +341,7 @@ func (n *node) truncOpen(a *acct, fd int) syscall.Errno {
 	}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		t0 := a.now()
-		wfd, err := unix.Open(procFd(fd), syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		wfd, err := reopenLeased(fd, syscall.O_RDWR|syscall.O_CLOEXEC, true)
 		a.lowerSince(t0)
 		if err != nil {
 			return toErrno(err)
