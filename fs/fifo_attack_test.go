@@ -9,7 +9,6 @@ package fs
 import (
 	"errors"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -123,11 +122,6 @@ func TestUringLeaseHeldOpenKeepsQueueServing(t *testing.T) {
 	_, err := os.Stat(filepath.Join(tm.mnt, "leased"))
 	must(t, err)
 
-	// The lease holder is told of a break by SIGIO (its descriptor's
-	// owner is this process).
-	sigio := make(chan os.Signal, 1)
-	signal.Notify(sigio, syscall.SIGIO)
-	defer signal.Stop(sigio)
 	lfd, err := unix.Open(lp, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	must(t, err)
 	released := false
@@ -148,15 +142,25 @@ func TestUringLeaseHeldOpenKeepsQueueServing(t *testing.T) {
 		fd, err := unix.Open(filepath.Join(tm.mnt, "leased"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		opened <- openResult{fd, err}
 	})
-	select {
-	case <-sigio:
-	case res := <-opened:
-		t.Fatalf("open for writing of a leased file returned (%v) before the lease was broken", res.err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the daemon's open broke no lease in 30 s")
-	}
-	if lt, err := unix.FcntlInt(uintptr(lfd), unix.F_GETLEASE, 0); err != nil || lt != unix.F_UNLCK {
-		t.Fatalf("lease after SIGIO: %d, %v; want a break under way (F_UNLCK)", lt, err)
+	// The event: a break under way, which F_GETLEASE shows as the type
+	// the lease is to become (F_UNLCK). (The SIGIO that announces it is
+	// sent to the thread that took the lease, if it still exists: not a
+	// thing a Go test controls.)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		lt, err := unix.FcntlInt(uintptr(lfd), unix.F_GETLEASE, 0)
+		must(t, err)
+		if lt == unix.F_UNLCK {
+			break
+		}
+		select {
+		case res := <-opened:
+			t.Fatalf("open for writing of a leased file returned (%v) before the lease was broken", res.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon's open broke no lease in 30 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 
 	looked := make(chan error, 1)
@@ -243,7 +247,10 @@ func TestHostileDeviceOpen(t *testing.T) {
 					}},
 					{"truncate", func() error { return unix.Truncate(procPath(vfd), 0) }},
 				} {
-					if err := c.do(); !errors.Is(err, syscall.EIO) {
+					// ESTALE where the device did not get the file's
+					// inode number (sameLower), EIO where it did: both
+					// refused before the device's open.
+					if err := c.do(); !errors.Is(err, syscall.EIO) && !(c.what == "truncate" && errors.Is(err, syscall.ESTALE)) {
 						t.Errorf("%s of a file swapped for a device in LOWER: %v, want EIO (refused before the device's open)", c.what, err)
 					}
 				}
