@@ -34,9 +34,9 @@
 // who waits on those callers. A handler's open(2) of a lower file can wait
 // on another process for as long as that process likes: a lease holder
 // (until it gives the lease up, up to /proc/sys/fs/lease-break-time), a
-// FIFO planted in the file's place (until a writer comes; the handler
-// refuses FIFOs before opening them, but the rule does not lean on that).
-// Handing every OPEN to a goroutine would keep that rule at a price: on a
+// FIFO planted in the file's place (until a writer comes). The engine
+// refuses what is not a regular file before opening it, and tries the
+// open of a regular file without waiting (O_NONBLOCK). Handing every OPEN to a goroutine would keep that rule at a price: on a
 // loaded machine each hand-over is two more thread switches, and an
 // open+close on the twin took 5x as long (BenchmarkOpenClose). So a
 // request is answered inline as long as it need not wait: a handler that
@@ -54,8 +54,12 @@
 // Locks, in order: Transport.mu (the descriptors, Stop) and queue.mu (the
 // list of entries answered away) are leaves: neither is held while the
 // other is taken, while a handler runs, or while a thread enters its ring.
-// Handle is called with no lock of this package held; the locks it takes
-// (the node tree, a file's content lock) are the caller's.
+// A queue's other state (its ring, live, away, the retry mark RetryAway
+// sets) is its thread's alone; queueThreads, which RetryAway reads, is a
+// sync.Map written only as a queue thread starts and ends. Handle is
+// called with no lock of this package held; the locks it takes (the node
+// tree, a file's content lock) are the caller's, and it may call
+// RetryAway under them.
 package uring
 
 import (
