@@ -93,6 +93,45 @@ func TestHostileFifoOpen(t *testing.T) {
 				if !strings.Contains(tm.log.String(), "not a regular file in LOWER") {
 					t.Errorf("no log line names the FIFO in LOWER:\n%s", tm.log.String())
 				}
+
+				// The other lower opens a FIFO could meet: a listing of
+				// a directory swapped for one (O_DIRECTORY: the kernel
+				// refuses a non-directory before its open) and the
+				// xattr calls on the swapped file (O_PATH). Any answer
+				// will do, as long as one comes.
+				must(t, os.Mkdir(filepath.Join(tm.mnt, "d"), 0755))
+				dfd := opath(t, filepath.Join(tm.mnt, "d"), unix.O_DIRECTORY)
+				ld := lowerPath(t, tm, "d")
+				must(t, os.RemoveAll(ld))
+				must(t, unix.Mkfifo(ld, 0666))
+				t.Cleanup(func() {
+					if fd, err := unix.Open(ld, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+						unix.Close(fd)
+					}
+				})
+				for _, c := range []struct {
+					what string
+					do   func() error
+				}{
+					{"readdir of a directory swapped for a FIFO", func() error { _, err := os.ReadDir(procPath(dfd)); return err }},
+					{"getxattr of a file swapped for a FIFO", func() error {
+						_, err := unix.Getxattr(procPath(vfd), "user.x", make([]byte, 64))
+						return err
+					}},
+					{"listxattr of a file swapped for a FIFO", func() error {
+						_, err := unix.Listxattr(procPath(vfd), make([]byte, 256))
+						return err
+					}},
+				} {
+					done := make(chan error, 1)
+					go func() { done <- c.do() }()
+					select {
+					case err := <-done:
+						t.Logf("%s: %v", c.what, err)
+					case <-time.After(30 * time.Second):
+						t.Errorf("%s: no answer in 30 s", c.what)
+					}
+				}
 				alive(t, tm)
 			})
 		}
