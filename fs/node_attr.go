@@ -322,10 +322,13 @@ func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn, st *syscall.Sta
 		err := error(syscall.ELOOP)
 		var wfd int
 		if !symlink {
-			wfd, err = unix.Open(procFd(fd), syscall.O_RDWR|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-		}
-		if err == nil {
-			err = checkRegular(wfd)
+			// The kernel truncates regular files only: anything else
+			// was swapped in behind its back, and is refused before
+			// the open, so that a device's driver never runs.
+			err = syscall.EIO
+			if lst.Mode&syscall.S_IFMT == syscall.S_IFREG {
+				wfd, err = unix.Open(procFd(fd), syscall.O_RDWR|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+			}
 		}
 		a.lowerSince(t0)
 		if err != nil {
@@ -356,21 +359,6 @@ func (n *node) setattrPath(a *acct, s *side, in *fuse.SetAttrIn, st *syscall.Sta
 		return toErrno(a.fstat(fd, st))
 	}
 	return 0
-}
-
-// checkRegular closes fd and fails unless it is a regular file: the kernel
-// opens and truncates regular files only, so anything else is a lower
-// object swapped behind its back (a device node, a FIFO).
-func checkRegular(fd int) error {
-	var st syscall.Stat_t
-	err := syscall.Fstat(fd, &st)
-	if err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		err = syscall.EIO
-	}
-	if err != nil {
-		syscall.Close(fd)
-	}
-	return err
 }
 
 // setattrFd applies in through an open descriptor of n on side s.

@@ -2,12 +2,15 @@ package fs
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/fs/uring"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -35,10 +38,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 	defer func() { o.end(errno) }()
 	// Opened without O_TRUNC: newFile truncates once it knows the lower
 	// file is the node's own.
-	fd, rel, errno := n.r().main.openNode(&o.a, n, n.r().main.openFlags(flags)&^syscall.O_TRUNC)
+	fd, rel, errno := n.r().main.openFile(&o.a, n, n.r().main.openFlags(flags)&^syscall.O_TRUNC)
 	twinFd := -1
 	o.mirror(n.r(), func(s *side, a *acct) (errno syscall.Errno) {
-		twinFd, _, errno = s.openNode(a, n, s.openFlags(flags))
+		twinFd, _, errno = s.openFile(a, n, s.openFlags(flags))
 		return errno
 	})
 	if errno != 0 {
@@ -74,7 +77,18 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 				a.lowerSince(t0)
 				return syscall.ESTALE
 			}
-			f, err = unix.Openat(e.dir, e.name, s.openFlags(flags)|syscall.O_CREAT, want)
+			// The twin's name is taken: opened as an existing file,
+			// through the same type check as an OPEN (a FIFO there
+			// would hold this request until someone writes to it).
+			var pfd int
+			if pfd, err = unix.Openat(e.dir, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+				var errno syscall.Errno
+				f, errno = n.r().reopenRegular(a, s, nil, e.rel(), pfd, s.openFlags(flags), false)
+				syscall.Close(pfd)
+				if errno != 0 {
+					err = errno
+				}
+			}
 		}
 		a.lowerSince(t0)
 		if s == n.r().main {
@@ -101,6 +115,150 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	return ch, fh, fuseFlags, 0
+}
+
+// openFile opens the lower file of n on side s with the lower flags flags,
+// for an OPEN. Whoever can write LOWER may have put something else under
+// the name since the kernel looked it up: a FIFO, whose open(2) for
+// reading waits for a writer (a daemon thread, and on the ring a whole
+// queue, stuck until one comes), or a device node, whose driver's open
+// runs with the daemon's rights (a watchdog starts counting, a tape
+// rewinds). So the object is first opened O_PATH, which runs no open of
+// its type, and only the node's own regular file is then opened for
+// real, through our descriptor's /proc link: the very inode that was
+// checked, nothing resolved in LOWER again.
+//
+// Opening with O_NONBLOCK and checking the type afterwards would be cheaper
+// and enough for a FIFO (a read open returns at once, a write open fails
+// ENXIO), but it still runs a planted device's open. The O_PATH way costs
+// an O_PATH open, an fstat, an fcntl and a close more per OPEN than the
+// plain open and fstat did, 2.2x the daemon's lower part of an open
+// (docs/uring.md, "Requests that wait on LOWER").
+//
+// The mount's own side may have its OPEN answered again off a ring queue
+// (see reopenRegular); the twin's, opened after it, may not.
+func (s *side) openFile(a *acct, n *node, flags int) (int, string, syscall.Errno) {
+	pfd, rel, errno := s.openNode(a, n, unix.O_PATH|syscall.O_NOFOLLOW)
+	if errno != 0 {
+		return -1, rel, errno
+	}
+	fd, errno := n.r().reopenRegular(a, s, n, rel, pfd, flags, s == n.r().main)
+	syscall.Close(pfd)
+	return fd, rel, errno
+}
+
+// reopenRegular opens pfd, an O_PATH descriptor of the lower object rel
+// (of node n, or nil when there is no node to compare with), with flags,
+// once it is known to be a regular file and n's own inode.
+//
+// The inode is a regular file, so the reopen cannot meet a FIFO; what it
+// can still wait on is a lease: a process holding one on the lower file
+// (Samba, nfsd, or the file's owner) makes an open for writing wait until
+// it gives the lease up, at most /proc/sys/fs/lease-break-time (45 s). On a
+// ring queue thread that wait would hold up every caller on its CPU. So
+// the reopen is tried with O_NONBLOCK, which turns that wait into
+// EWOULDBLOCK; then, where waiting holds up no one (a goroutine,
+// /dev/fuse), the open waits as a native one does, and on a queue thread
+// the request is answered again off it (uring.RetryAway) if retry is set.
+// Without retry (the open of a mirror's twin, or in a CREATE, whose answer
+// cannot be dropped once the main side has acted) EWOULDBLOCK is the answer.
+// A caller who asked for O_NONBLOCK gets EWOULDBLOCK, as natively.
+//
+// On a regular file O_NONBLOCK changes nothing after the open for the
+// local filesystems (reads and writes wait for the disk either way), but
+// it is handed on with each READ to a LOWER that is itself a FUSE
+// filesystem, whose server may act on it: it is cleared again (one
+// fcntl), and the descriptor is what a plain open made.
+func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags int, retry bool) (int, syscall.Errno) {
+	var st syscall.Stat_t
+	if err := a.fstat(pfd, &st); err != nil {
+		return -1, toErrno(err)
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFLNK:
+		// What the O_NOFOLLOW open of the plain way gave.
+		return -1, syscall.ELOOP
+	default:
+		// A corrupt file is that file's EIO plus a log line; a FIFO or
+		// device put in the file's place is treated alike.
+		r.log.Warn().Str("lower", s.show(rel)).Str("type", fileType(st.Mode)).Msg("not a regular file in LOWER: EIO")
+		return -1, syscall.EIO
+	}
+	if n != nil {
+		if errno := n.sameLower(s, rel, &st); errno != 0 {
+			return -1, errno
+		}
+	}
+	want := flags&openFlagsMask&^(syscall.O_NOFOLLOW|syscall.O_CREAT|syscall.O_EXCL) | syscall.O_CLOEXEC
+	t0 := a.now()
+	fd, err := reopenLeased(pfd, want, retry)
+	a.lowerSince(t0)
+	return fd, toErrno(err)
+}
+
+// reopenLeased reopens our descriptor fd of a regular file with flags, as
+// reopenRegular says: without waiting for a lease's holder on a ring
+// queue thread (EWOULDBLOCK, and the request retried away if retry),
+// waiting as natively anywhere else, O_NONBLOCK left as the caller asked.
+func reopenLeased(fd, flags int, retry bool) (int, error) {
+	nfd, err := reopenFd(fd, flags|syscall.O_NONBLOCK)
+	if flags&syscall.O_NONBLOCK != 0 {
+		return nfd, err
+	}
+	if err == syscall.EWOULDBLOCK {
+		if uring.OnQueueThread() {
+			if retry {
+				uring.RetryAway()
+			}
+			return -1, err
+		}
+		return reopenFd(fd, flags)
+	}
+	if err != nil {
+		return -1, err
+	}
+	// F_SETFL sets these flags (and O_NONBLOCK, left out): as opened.
+	const setfl = syscall.O_APPEND | syscall.O_ASYNC | syscall.O_DIRECT | syscall.O_NOATIME
+	if _, err := unix.FcntlInt(uintptr(nfd), unix.F_SETFL, flags&setfl); err != nil {
+		syscall.Close(nfd)
+		return -1, err
+	}
+	return nfd, nil
+}
+
+// fileType names the type of a lower object for a log line.
+func fileType(mode uint32) string {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		return "fifo"
+	case syscall.S_IFCHR:
+		return "character device"
+	case syscall.S_IFBLK:
+		return "block device"
+	case syscall.S_IFSOCK:
+		return "socket"
+	case syscall.S_IFDIR:
+		return "directory"
+	}
+	return "other"
+}
+
+// procSelfFd is our /proc/self/fd directory, opened once: a reopen then
+// resolves one name in it instead of the three of /proc/self/fd/N.
+// ("self" is resolved at this open, to this process, for its lifetime.)
+var procSelfFd = sync.OnceValues(func() (int, error) {
+	return unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+})
+
+// reopenFd opens our descriptor fd anew through its /proc magic link with
+// flags: the very object fd holds, whatever is under its name now.
+func reopenFd(fd, flags int) (int, error) {
+	dir, err := procSelfFd()
+	if err != nil {
+		return unix.Open(procFd(fd), flags, 0)
+	}
+	return unix.Openat(dir, strconv.Itoa(fd), flags, 0)
 }
 
 func closeFd(fd int) {
@@ -173,7 +331,9 @@ func (n *node) newFile(a *acct, rel string, fd, twinFd int, trunc bool) (fs.File
 // zero through the content I/O (crypt: an empty file, a new header at the
 // next write), with the content lock held. A read-only descriptor (an
 // open O_RDONLY|O_TRUNC) is reopened read-write through /proc for it:
-// the very inode, nothing resolved in LOWER.
+// the very inode, nothing resolved in LOWER. That reopen may meet a lease
+// as the OPEN's own does (reopenLeased): on a ring queue thread the OPEN
+// is then answered again off it, before anything was truncated.
 func (n *node) truncOpen(a *acct, fd int) syscall.Errno {
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {
@@ -181,7 +341,7 @@ func (n *node) truncOpen(a *acct, fd int) syscall.Errno {
 	}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		t0 := a.now()
-		wfd, err := unix.Open(procFd(fd), syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		wfd, err := reopenLeased(fd, syscall.O_RDWR|syscall.O_CLOEXEC, true)
 		a.lowerSince(t0)
 		if err != nil {
 			return toErrno(err)

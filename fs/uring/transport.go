@@ -27,6 +27,39 @@
 // readers use all. The goroutine hands the answered entry back to the
 // queue thread, which alone may submit to its ring, through a list and an
 // eventfd the ring reads.
+//
+// The rule: no request that can wait on someone else is answered on a
+// queue thread. Whatever a queue thread waits for, every caller that runs
+// on its CPU waits for too (their stat, their ls), and with them anyone
+// who waits on those callers. A handler's open(2) of a lower file can wait
+// on another process for as long as that process likes: a lease holder
+// (until it gives the lease up, up to /proc/sys/fs/lease-break-time), a
+// FIFO planted in the file's place (until a writer comes). The engine
+// refuses what is not a regular file before opening it, and tries the
+// open of a regular file without waiting (O_NONBLOCK). Handing every OPEN to a goroutine would keep that rule at a price: on a
+// loaded machine each hand-over is two more thread switches, and an
+// open+close on the twin took 5x as long (BenchmarkOpenClose). So a
+// request is answered inline as long as it need not wait: a handler that
+// finds it would (the engine's open of a lower file gets EWOULDBLOCK from
+// its non-blocking attempt: a lease) calls RetryAway, and the transport
+// drops that answer and calls the handler again for the same request from
+// a goroutine, where it may wait. The requests a handler cannot try
+// without waiting (an fsync, a lock to wait for) go to goroutines at once
+// (offload). What stays inline waits on no one but the local disk: LOOKUP,
+// GETATTR, READDIR, small READs and WRITEs, xattrs, the namespace calls.
+// A LOWER on a filesystem served by someone else (NFS, another FUSE
+// daemon) can make any of those wait on its server; the ring cannot help
+// that, /dev/fuse (a pool of reader threads) bears it better.
+//
+// Locks, in order: Transport.mu (the descriptors, Stop) and queue.mu (the
+// list of entries answered away) are leaves: neither is held while the
+// other is taken, while a handler runs, or while a thread enters its ring.
+// A queue's other state (its ring, live, away, the retry mark RetryAway
+// sets) is its thread's alone; queueThreads, which RetryAway reads, is a
+// sync.Map written only as a queue thread starts and ends. Handle is
+// called with no lock of this package held; the locks it takes (the node
+// tree, a file's content lock) are the caller's, and it may call
+// RetryAway under them.
 package uring
 
 import (
@@ -83,6 +116,7 @@ const (
 	fuseRead          = 15
 	fuseFsync         = 20
 	fuseFsyncdir      = 30
+	fuseSetlkw        = 33
 	fuseFallocate     = 43
 	fuseCopyFileRange = 47
 )
@@ -93,8 +127,11 @@ const (
 const OffloadMin = 64 << 10
 
 // offload says which requests are answered off the queue thread: READs of
-// OffloadMin bytes or more, and the requests that may wait on a disk
-// (fsync, fsyncdir, fallocate, copy_file_range). The kernel sends a file's readahead as several READs
+// OffloadMin bytes or more, the requests that may wait on a disk (fsync,
+// fsyncdir, fallocate, copy_file_range), and SETLKW, which waits for a
+// lock's holder by definition (should a handler ever forward locks; an
+// OPEN that would wait says so itself: RetryAway). The kernel sends a
+// file's readahead as several READs
 // at once, all to the reader's queue; a WRITE comes alone (the caller
 // waits for it: no writeback cache), so nothing queues behind it, and
 // handing it over only cost time (2026-12-02, AMD EPYC, 1 MiB writes:
@@ -105,7 +142,7 @@ func offload(opcode uint32, in [][]byte) bool {
 		// fuse_read_in: fh, offset (u64 each), size (u32).
 		op := in[1]
 		return len(op) >= 20 && binary.LittleEndian.Uint32(op[16:20]) >= OffloadMin
-	case fuseFsync, fuseFsyncdir, fuseFallocate, fuseCopyFileRange:
+	case fuseFsync, fuseFsyncdir, fuseFallocate, fuseCopyFileRange, fuseSetlkw:
 		return true
 	}
 	return false
@@ -315,6 +352,8 @@ type queue struct {
 	away     int
 	mu       sync.Mutex
 	answered []uint64
+	// retry is set by RetryAway while the queue thread runs a handler.
+	retry bool
 	// registering is set until the REGISTER commands are through; regErr
 	// is the first refusal seen meanwhile.
 	registering bool
@@ -341,6 +380,9 @@ func (t *Transport) runQueue(qid int, ready chan<- error) {
 		return
 	}
 	defer q.close()
+	tid := unix.Gettid()
+	queueThreads.Store(tid, q)
+	defer queueThreads.Delete(tid)
 	q.armStop()
 	if err := q.waitInit(); err != nil {
 		ready <- fmt.Errorf("queue %d: %w", qid, err)
@@ -533,10 +575,67 @@ func (q *queue) complete(c cqe) {
 		q.away++
 		go q.answerAway(idx, req)
 		return
-	} else {
-		q.answer(ent, req)
+	} else if q.answerInline(ent, req) {
+		q.away++
+		go q.answerAway(idx, req)
+		return
 	}
 	q.commit(idx)
+}
+
+// queueThreads maps the thread id of each queue thread to its queue, for
+// RetryAway. A queue thread is locked to its goroutine and ends with it,
+// so no other goroutine ever runs under one of these ids.
+var queueThreads sync.Map
+
+// RetryAway is for a handler that finds it would have to wait on someone
+// (a lease holder, a lock's owner) to answer its request. On a queue
+// thread it marks the request to be answered again by a goroutine, where
+// waiting holds up no one else, and returns true: the handler returns at
+// once, with any answer (it is dropped), before it has changed anything.
+// Anywhere else (a goroutine answering away, /dev/fuse's readers) it
+// returns false: the handler may wait there.
+func RetryAway() bool {
+	q := threadQueue()
+	if q == nil {
+		return false
+	}
+	q.retry = true
+	return true
+}
+
+// OnQueueThread reports whether the caller runs on a queue thread, where
+// it must not wait on anyone.
+func OnQueueThread() bool { return threadQueue() != nil }
+
+// threadQueue is the queue whose thread the caller runs on, or nil.
+func threadQueue() *queue {
+	v, ok := queueThreads.Load(unix.Gettid())
+	if !ok {
+		return nil
+	}
+	return v.(*queue)
+}
+
+// answerInline answers req on the queue thread, unless the handler asks
+// for the request to be answered away (RetryAway): it then restores the
+// fuse_in_header that the dropped answer's out header overwrote and
+// returns true. The rest of the request is intact: an error answer writes
+// no payload, and op_in is not written at all.
+func (q *queue) answerInline(ent *entry, req request) (away bool) {
+	var inHead [sizeofOutHeader]byte
+	copy(inHead[:], ent.hdr)
+	q.answer(ent, req)
+	if !q.retry {
+		return false
+	}
+	q.retry = false
+	if q.stopped {
+		setErrorReply(ent.hdr, req.commitID, int32(syscall.EIO))
+		return false
+	}
+	copy(ent.hdr, inHead[:])
+	return true
 }
 
 // answer has the caller's handler answer req into ent's buffers.
