@@ -101,8 +101,12 @@ func TestWriteOutputs(t *testing.T) {
 	if !strings.Contains(md, "| seqwrite | MiB/s | 213 (197–233) |") {
 		t.Errorf("report.md: unexpected seqwrite row\n%s", md)
 	}
-	if !strings.Contains(md, "| seqwrite | 3.00x | 5.00x | 4.00x |") {
+	// Every repeat has the same ratio: an interval of no width.
+	if !strings.Contains(md, "| seqwrite | 3.00x [3.00–3.00] | 5.00x [5.00–5.00] | 4.00x [4.00–4.00] |") {
 		t.Errorf("report.md: ratio to native of seqwrite wrong\n%s", md)
+	}
+	if !strings.Contains(md, "Student's t on the logarithms of the per-repeat ratios") {
+		t.Errorf("report.md does not state how the intervals are made\n%s", md)
 	}
 
 	f, _ := os.Open(filepath.Join(dir, CSVFile))

@@ -24,6 +24,11 @@ type Progress interface {
 	// the bench should take: the average repeat so far times the repeats
 	// left.
 	ETA(repeat, repeats int, took, left time.Duration)
+	// Estimate reports how long the rest of the bench should take: from
+	// the start (before any run, from a cost model) and after every run.
+	// A non-empty how asks for a line saying so; otherwise only the live
+	// line shows it.
+	Estimate(left time.Duration, how string)
 	// Start and Done bracket run n of total (1-based).
 	Start(run Run, n, total int)
 	Done(run Run, n, total int)
@@ -36,6 +41,7 @@ func (nopProgress) Skip(string, string)                        {}
 func (nopProgress) Warn(string)                                {}
 func (nopProgress) Step(string)                                {}
 func (nopProgress) ETA(int, int, time.Duration, time.Duration) {}
+func (nopProgress) Estimate(time.Duration, string)             {}
 func (nopProgress) Start(Run, int, int)                        {}
 func (nopProgress) Done(Run, int, int)                         {}
 
@@ -165,6 +171,16 @@ func (p *TermProgress) ETA(repeat, repeats int, took, left time.Duration) {
 	end := time.Now().Add(left)
 	p.line(fmt.Sprintf("repeat %d of %d done (%s so far); about %s left, ETA %s",
 		repeat, repeats, roundDur(took), roundDur(left), end.Format("15:04")))
+	p.mu.Lock()
+	p.eta = end
+	p.mu.Unlock()
+}
+
+func (p *TermProgress) Estimate(left time.Duration, how string) {
+	end := time.Now().Add(left)
+	if how != "" {
+		p.line(fmt.Sprintf("estimated time: about %s, ETA %s (%s)", roundDur(left), end.Format("15:04"), how))
+	}
 	p.mu.Lock()
 	p.eta = end
 	p.mu.Unlock()

@@ -71,10 +71,12 @@ func Styles(n int) []Style {
 // stands on any Y scale, a log one included: each bar goes from Base to
 // its value (downwards when the value is below Base) and carries the
 // series' glyph at its end. High, when set, draws a whisker from the top
-// of the bar up to High[i] (a p99 over a p50, say). NaN values are left
-// out.
+// of the bar up to High[i] (a p99 over a p50, say). ErrLo and ErrHi, when
+// set, draw an error bar with caps from ErrLo[i] to ErrHi[i] (an interval
+// around the value). NaN values are left out.
 type Bars struct {
 	Values, High []float64
+	ErrLo, ErrHi []float64
 	Base         float64 // where the bars start; 0 = the bottom of the axis
 	Width        vg.Length
 	Offset       vg.Length // of this series' bars from the category's centre
@@ -108,6 +110,13 @@ func (b *Bars) Plot(c draw.Canvas, p *plot.Plot) {
 		if c.Contains(vg.Point{X: x, Y: y}) {
 			c.DrawGlyph(b.glyphStyle(), vg.Point{X: x, Y: y})
 		}
+		if lo, hi := at(b.ErrLo, i), at(b.ErrHi, i); lo > 0 && hi > lo {
+			yl, yh := ty(lo), ty(hi)
+			c.StrokeLines(whisker, c.ClipLinesXY([]vg.Point{{X: x, Y: yl}, {X: x, Y: yh}})...)
+			for _, cy := range []vg.Length{yl, yh} {
+				c.StrokeLines(whisker, c.ClipLinesXY([]vg.Point{{X: x - b.Width/3, Y: cy}, {X: x + b.Width/3, Y: cy}})...)
+			}
+		}
 	}
 }
 
@@ -131,7 +140,7 @@ func (b *Bars) DataRange() (xmin, xmax, ymin, ymax float64) {
 	xmin, xmax = -0.5, float64(len(b.Values))-0.5
 	ymin, ymax = math.Inf(1), math.Inf(-1)
 	for i, v := range b.Values {
-		for _, y := range []float64{v, at(b.High, i)} {
+		for _, y := range []float64{v, at(b.High, i), at(b.ErrLo, i), at(b.ErrHi, i)} {
 			if !math.IsNaN(y) && y > 0 {
 				ymin, ymax = math.Min(ymin, y), math.Max(ymax, y)
 			}
