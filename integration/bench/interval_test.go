@@ -163,12 +163,16 @@ func TestEstimator(t *testing.T) {
 		targets = append(targets, f)
 	}
 	e := newEstimator(c, targets)
-	// One repeat: gzip 4 s × (0.5 + 1) + srctree 8 s × 1.5 = 18 s.
-	if got := e.left(8, 0, 0); got != 36*time.Second {
-		t.Errorf("two repeats from the model: %v, want 36s", got)
+	near := func(got time.Duration, want float64) bool { return math.Abs(got.Seconds()-want) < 1e-6 }
+	// One repeat: gzip on native (×0.6) and the twin (×1), then srctree.
+	perRepeat := runCost["gzip"].Seconds()*1.6 + runCost["srctree"].Seconds()*1.6
+	if got := e.left(8, 0, 0); !near(got, 2*perRepeat) {
+		t.Errorf("two repeats from the model: %v, want %.3fs", got, 2*perRepeat)
 	}
-	// The first two runs (gzip: 6 model seconds) took 12 s: all twice slower.
-	if got := e.left(8, 2, 12*time.Second); got != 60*time.Second {
-		t.Errorf("left after 2 runs: %v, want 60s", got)
+	// The first two runs (gzip) took twice the model: so will the rest.
+	gzip := runCost["gzip"].Seconds() * 1.6
+	took := time.Duration(2 * gzip * float64(time.Second))
+	if got := e.left(8, 2, took); !near(got, 2*(2*perRepeat-gzip)) {
+		t.Errorf("left after 2 runs: %v, want %.3fs", got, 2*(2*perRepeat-gzip))
 	}
 }

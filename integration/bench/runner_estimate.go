@@ -8,24 +8,23 @@ import (
 
 // runCost is what one run of a workload takes at size small on one of
 // our FUSE targets, mount, syncfs and unmount included: measured on 2
-// shared cores (AMD EPYC, tmpfs below) with all targets, so that the
-// first estimate is right within a factor of about two; the estimate is
-// rescaled by the runs that finish. A workload not listed counts
-// defaultRunCost.
+// cores (AMD EPYC, tmpfs below, 2026-12-06, little other load), so that
+// the first estimate is of the right size; the estimate is then rescaled
+// by the runs that finish. A workload not listed counts defaultRunCost.
 var runCost = map[string]time.Duration{
-	"seqwrite":      1500 * time.Millisecond,
-	"seqread":       1200 * time.Millisecond,
-	"smallwrite4k":  1000 * time.Millisecond,
-	"smallwrite512": 4 * time.Second,
-	"copytree":      3 * time.Second,
-	"gzip":          4 * time.Second,
-	"srctree":       8 * time.Second,
-	"bonnie":        8 * time.Second,
-	"randrw":        5 * time.Second,
-	"sqlite":        6 * time.Second,
-	"lame":          4 * time.Second,
-	"git":           10 * time.Second,
-	"build":         25 * time.Second,
+	"seqwrite":      900 * time.Millisecond,
+	"seqread":       500 * time.Millisecond,
+	"smallwrite4k":  200 * time.Millisecond,
+	"smallwrite512": 500 * time.Millisecond,
+	"copytree":      900 * time.Millisecond,
+	"gzip":          1700 * time.Millisecond,
+	"srctree":       1400 * time.Millisecond,
+	"bonnie":        1100 * time.Millisecond,
+	"randrw":        3600 * time.Millisecond,
+	"sqlite":        1300 * time.Millisecond,
+	"lame":          300 * time.Millisecond,
+	"git":           3500 * time.Millisecond,
+	"build":         16 * time.Second,
 }
 
 const defaultRunCost = 5 * time.Second
@@ -38,7 +37,7 @@ var sizeCost = map[Size]float64{SizeTiny: 0.15, SizeSmall: 1, SizeDefault: 5, Si
 func targetCost(name string) float64 {
 	switch {
 	case name == "native":
-		return 0.5
+		return 0.6
 	case isPeer(name):
 		return 1.6
 	case strings.HasPrefix(name, "dmcrypt") || name == "ext4loop":
@@ -56,7 +55,7 @@ type estimator struct {
 
 func newEstimator(c Config, targets []Target) *estimator {
 	e := &estimator{
-		startup: time.Duration(len(targets))*2*time.Second + time.Duration(len(c.Workloads))*3*time.Second,
+		startup: time.Duration(len(targets))*time.Second + time.Duration(len(c.Workloads))*time.Second,
 		cum:     []float64{0},
 	}
 	f := sizeCost[c.Size]

@@ -59,6 +59,18 @@ func DefaultTargets(o TargetOptions) []Target {
 	}
 }
 
+// QuickTargets are the targets of the first, quick bench: the baseline,
+// the twin and the default encrypted mount (what FUSE costs and what the
+// cipher adds), and, with peers, gocryptfs (skipped where it is not
+// installed), the peer most like ours. The rest is --full.
+func QuickTargets(o TargetOptions, peers bool) []Target {
+	ts := []Target{NewNative(), NewTwin(o), NewCrypt(o, "aes-xts")}
+	if peers {
+		ts = append(ts, NewGocryptfs())
+	}
+	return ts
+}
+
 // ExtraTargets run only when named in --targets: variants of a default
 // target (eCryptfs with its own default 128-bit key; the twin and
 // crypt-xts pinned to /dev/fuse or to FUSE over io_uring; crypt-xts with

@@ -81,6 +81,18 @@ func Workloads() []Workload {
 	}
 }
 
+// QuickWorkloads are the workloads of the first, quick bench: all but
+// build, which alone takes as long as the others together at size small.
+func QuickWorkloads() []Workload {
+	var out []Workload
+	for _, w := range Workloads() {
+		if w.Name() != "build" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // WorkloadByName returns a fresh workload by its Name.
 func WorkloadByName(name string) (Workload, bool) {
 	for _, w := range Workloads() {
