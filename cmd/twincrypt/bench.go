@@ -478,7 +478,7 @@ func (r *benchRun) interrupted() error {
 	if sig != nil {
 		what = "bench interrupted by " + signalName(sig)
 	}
-	return fmt.Errorf("%w: %s; mounts and temporary files removed", errInterrupted, what)
+	return &classifiedError{class: errInterrupted, err: fmt.Errorf("%s; mounts and temporary files removed", what)}
 }
 
 // end releases the context and removes the work directory (or says where
