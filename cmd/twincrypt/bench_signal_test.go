@@ -171,4 +171,3 @@ func TestBenchSignals(t *testing.T) {
 		})
 	}
 }
-
