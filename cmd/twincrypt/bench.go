@@ -51,7 +51,7 @@ func newBenchCmd() *cobra.Command {
 A first bench, 'twincrypt bench' alone, takes about 5 minutes on 2 quiet
 cores: native, twin, crypt-xts and gocryptfs (when installed), every workload
 but build, size small, 5 repeats. --full runs every target and workload
-below, 3 repeats (about 15 minutes with the peers installed); --targets and
+below, 3 repeats (about 13 minutes with the peers installed); --targets and
 --workloads name others ("all": every one). The results are always kept:
 --out DIR, or a new ./twincrypt-bench-YYYYMMDD-HHMMSS (where the current
 directory cannot be written, under $XDG_STATE_HOME/twincrypt), named at the
@@ -167,7 +167,7 @@ Exit status 1 when any run failed (the tables are printed all the same),
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	fl.BoolVar(&f.full, "full", false, "every target and workload (as root with peers installed: about 15 min at size small), 3 repeats")
+	fl.BoolVar(&f.full, "full", false, "every target and workload, 3 repeats (with the peers installed: about 13 min at size small)")
 	fl.StringVar(&f.size, "size", string(bench.SizeSmall), "workload size: tiny, small, default or large")
 	fl.StringVar(&f.repeat, "repeat", "", "repeat every workload on every target `N` times, or \"auto\": until the intervals are narrow (default 5; 3 with --full)")
 	fl.DurationVar(&f.budget, "budget", 0, "with --repeat auto (implied): add repeats only while the bench stays within `DURATION` (e.g. 10m)")
