@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -174,5 +175,52 @@ func TestEstimator(t *testing.T) {
 	took := time.Duration(2 * gzip * float64(time.Second))
 	if got := e.left(8, 2, took); !near(got, 2*(2*perRepeat-gzip)) {
 		t.Errorf("left after 2 runs: %v, want %.3fs", got, 2*(2*perRepeat-gzip))
+	}
+}
+
+// TestRunnerAutoRepeat: with Auto, the runner stops at Config.Repeat when
+// the intervals are narrow already, and otherwise adds repeats up to
+// Auto.Max, saying why in RepeatRule and in the progress.
+func TestRunnerAutoRepeat(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		walls   map[string]float64
+		repeats int
+		rule    string
+	}{
+		// Every repeat adds a second to both: 1/1, 2/2, ... ratio 1.
+		{"narrow", map[string]float64{"native": 1, "twin": 1}, 3, "reached after 3 repeats"},
+		// 2/1, 3/2, 4/3, ...: the ratio drifts, the interval stays wide.
+		{"wide", map[string]float64{"native": 1, "twin": 2}, 5, "limit of 5 repeats"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev := &events{}
+			fakes := newFakes(ev, "native", "twin")
+			w := &fakeWorkload{name: "w", ev: ev, walls: c.walls}
+			cfg := testConfig(t, targetsOf(fakes), w)
+			cfg.Repeat = 3
+			cfg.Auto = &AutoRepeat{Spread: 1.2, Max: 5}
+			rec := &recProgress{}
+			cfg.Progress = rec
+			res, err := RunBench(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Repeat != c.repeats || len(res.Runs) != 2*c.repeats {
+				t.Errorf("%d repeats, %d runs; want %d repeats", res.Repeat, len(res.Runs), c.repeats)
+			}
+			if !strings.Contains(res.RepeatRule, c.rule) || !strings.Contains(res.RepeatRule, "no wider than ×1.20") {
+				t.Errorf("rule %q, want it to say %q", res.RepeatRule, c.rule)
+			}
+			added := 0
+			for _, s := range rec.steps {
+				if strings.HasPrefix(s, "repeat ") && strings.Contains(s, " added: still wider") {
+					added++
+				}
+			}
+			if added != c.repeats-3 {
+				t.Errorf("%d repeats reported as added, want %d: %q", added, c.repeats-3, rec.steps)
+			}
+		})
 	}
 }

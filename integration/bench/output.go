@@ -723,6 +723,9 @@ func WriteSummary(w io.Writer, res *Results, width int) {
 			fmt.Fprintf(w, "%s: %s\n", t.Name, t.Note)
 		}
 	}
+	if res.RepeatRule != "" {
+		fmt.Fprintf(w, "repeats: %s\n", res.RepeatRule)
+	}
 	if res.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the tables hold the runs that finished")
 	}
