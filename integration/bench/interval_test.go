@@ -224,3 +224,21 @@ func TestRunnerAutoRepeat(t *testing.T) {
 		})
 	}
 }
+
+// TestTermProgressEstimate: the first estimate is a line; without a live
+// line a refreshed one is printed only when the ETA moved by more than a
+// fifth of the time left and a minute.
+func TestTermProgressEstimate(t *testing.T) {
+	var b syncBuffer
+	p := NewProgress(&b, false)
+	p.Estimate(10*time.Minute, "from the workloads' cost model")
+	p.Estimate(10*time.Minute-20*time.Second, "")
+	p.Estimate(25*time.Minute, "")
+	out := b.String()
+	if n := strings.Count(out, "estimated time"); n != 2 {
+		t.Errorf("%d estimate lines, want 2 (the first, and the one 15 minutes later):\n%s", n, out)
+	}
+	if !strings.Contains(out, "estimated time: about 10m00s, ETA ") || !strings.Contains(out, "about 25m00s, ETA ") {
+		t.Errorf("estimate lines:\n%s", out)
+	}
+}

@@ -59,6 +59,7 @@ type TermProgress struct {
 	n, total int
 	spin     int
 	eta      time.Time // when the bench should end (zero: not known yet)
+	saidETA  time.Time // the ETA the last printed line said
 	stop     chan struct{}
 	stopped  chan struct{}
 }
@@ -172,18 +173,32 @@ func (p *TermProgress) ETA(repeat, repeats int, took, left time.Duration) {
 	p.line(fmt.Sprintf("repeat %d of %d done (%s so far); about %s left, ETA %s",
 		repeat, repeats, roundDur(took), roundDur(left), end.Format("15:04")))
 	p.mu.Lock()
-	p.eta = end
+	p.eta, p.saidETA = end, end
 	p.mu.Unlock()
 }
 
+// Estimate prints a line when asked (how), and also, where no live line
+// shows the ETA, when the ETA has moved by more than a fifth of the time
+// left (and at least a minute) since the last line said it.
 func (p *TermProgress) Estimate(left time.Duration, how string) {
 	end := time.Now().Add(left)
-	if how != "" {
+	p.mu.Lock()
+	moved := end.Sub(p.saidETA)
+	if moved < 0 {
+		moved = -moved
+	}
+	say := how != "" || (!p.live && !p.saidETA.IsZero() && moved > max(time.Minute, left/5))
+	p.eta = end
+	if say {
+		p.saidETA = end
+	}
+	p.mu.Unlock()
+	if say {
+		if how == "" {
+			how = "refreshed from the runs so far"
+		}
 		p.line(fmt.Sprintf("estimated time: about %s, ETA %s (%s)", roundDur(left), end.Format("15:04"), how))
 	}
-	p.mu.Lock()
-	p.eta = end
-	p.mu.Unlock()
 }
 
 // roundDur rounds d for people: 1m05s, 12s, 0.4s.
