@@ -50,7 +50,7 @@ func newBenchCmd() *cobra.Command {
 
 A first bench, 'twincrypt bench' alone, takes about 5 minutes on 2 quiet
 cores: native, twin, crypt-xts and gocryptfs (when installed), every workload
-but build, size small, 5 repeats. --full runs every target and workload
+but build and git, size small, 5 repeats. --full runs every target and workload
 below, 3 repeats (about 13 minutes with the peers installed); --targets and
 --workloads name others ("all": every one). The results are always kept:
 --out DIR, or a new ./twincrypt-bench-YYYYMMDD-HHMMSS (where the current

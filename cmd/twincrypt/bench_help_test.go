@@ -53,7 +53,7 @@ func TestBenchPlanDefaults(t *testing.T) {
 	}
 	quick := benchFlags{size: "small", peers: true}
 	tn, wn := names(quick)
-	if tn != "native,twin,crypt-xts,gocryptfs" || strings.Contains(wn, "build") || !strings.Contains(wn, "srctree") {
+	if tn != "native,twin,crypt-xts,gocryptfs" || strings.Contains(wn, "build") || strings.Contains(wn, "git") || !strings.Contains(wn, "srctree") {
 		t.Errorf("quick bench: targets %s, workloads %s", tn, wn)
 	}
 	full := quick
