@@ -134,17 +134,17 @@ func (res *Results) ratio(target, base string, w WorkloadInfo, m metric) (Ratio,
 // [0.95–1.10]" when the interval contains 1x, "1.25x" without interval.
 func (r Ratio) cell() string {
 	if !r.HasInterval() {
-		return fmt.Sprintf("%.2fx", r.Point)
+		return fmtRatio(r.Point) + "x"
 	}
 	span := fmt.Sprintf("[%s–%s]", fmtRatio(r.Lo), fmtRatio(r.Hi))
 	if r.Level() {
 		return "level " + span
 	}
-	return fmt.Sprintf("%.2fx %s", r.Point, span)
+	return fmtRatio(r.Point) + "x " + span
 }
 
-// fmtRatio prints an interval bound with two decimals, or three
-// significant digits past 10x.
+// fmtRatio prints a ratio with two decimals, or three significant digits
+// (at least the integer part) from 10x on.
 func fmtRatio(v float64) string {
 	if v >= 10 {
 		return fmtNum(v)

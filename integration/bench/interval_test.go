@@ -77,7 +77,8 @@ func TestRatioCells(t *testing.T) {
 		{Ratio{Point: 0.80, Lo: 0.70, Hi: 0.92, N: 3}, "0.80x [0.70–0.92]"},
 		{Ratio{Point: 1.02, Lo: 0.95, Hi: 1.10, N: 3}, "level [0.95–1.10]"},
 		{Ratio{Point: 0.9, Lo: 0.5, Hi: 1.0, N: 5}, "level [0.50–1.00]"},
-		{Ratio{Point: 25, Lo: 12, Hi: 52.4, N: 3}, "25.00x [12.0–52.4]"},
+		{Ratio{Point: 25, Lo: 12, Hi: 52.4, N: 3}, "25.0x [12.0–52.4]"},
+		{Ratio{Point: 1525.3, Lo: 1164, Hi: 1998, N: 5}, "1525x [1164–1998]"},
 	} {
 		if got := c.r.cell(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.r, got, c.want)
