@@ -443,6 +443,11 @@ func startBench(parent context.Context, f benchFlags, stderr io.Writer) (*benchR
 	r := &benchRun{ctx: ctx, cancel: cancel, sigs: sigs, ws: ws, keep: f.keep, stderr: stderr}
 	go func() {
 		for sig := range r.sigs {
+			if sig == syscall.SIGPIPE && !readerGone(1, 2) {
+				// A pipe to one of the workloads' programs: that write
+				// fails with EPIPE and its run says so; not an interrupt.
+				continue
+			}
 			r.mu.Lock()
 			first := r.signal == nil
 			if first {
@@ -456,6 +461,27 @@ func startBench(parent context.Context, f benchFlags, stderr io.Writer) (*benchR
 		}
 	}()
 	return r, nil
+}
+
+// readerGone reports whether any of fds is a pipe or socket whose other
+// end is closed: poll reports POLLERR on the write end of a pipe without
+// reader, POLLHUP on a socket whose peer went. With SIGPIPE caught, Go
+// delivers it for every fd, also for the pipes to the programs the
+// workloads run, so the signal alone does not say that our output is gone.
+func readerGone(fds ...int) bool {
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd)}
+	}
+	if n, err := unix.Poll(pfds, 0); err != nil || n == 0 {
+		return false
+	}
+	for _, p := range pfds {
+		if p.Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // signalName is how the messages name a signal: SIGINT, SIGPIPE.

@@ -171,3 +171,21 @@ func TestBenchSignals(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderGone: the write end of a pipe counts as gone once its reader
+// has closed, not before; a SIGPIPE from a workload's own pipe must not
+// stop the bench.
+func TestReaderGone(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if readerGone(int(w.Fd())) {
+		t.Error("a pipe with its reader open counts as gone")
+	}
+	r.Close()
+	if !readerGone(int(w.Fd())) {
+		t.Error("a pipe whose reader closed does not count as gone")
+	}
+}
