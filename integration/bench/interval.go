@@ -136,7 +136,13 @@ func (r Ratio) cell() string {
 	if !r.HasInterval() {
 		return fmtRatio(r.Point) + "x"
 	}
-	span := fmt.Sprintf("[%s–%s]", fmtRatio(r.Lo), fmtRatio(r.Hi))
+	lo, hi := fmtRatio(r.Lo), fmtRatio(r.Hi)
+	if !r.Level() && (lo == "1.00" || hi == "1.00") {
+		// A bound just off 1x: say on which side, not "1.00" beside a
+		// winner.
+		lo, hi = fmt.Sprintf("%.3f", r.Lo), fmt.Sprintf("%.3f", r.Hi)
+	}
+	span := "[" + lo + "–" + hi + "]"
 	if r.Level() {
 		return "level " + span
 	}

@@ -79,6 +79,8 @@ func TestRatioCells(t *testing.T) {
 		{Ratio{Point: 0.9, Lo: 0.5, Hi: 1.0, N: 5}, "level [0.50–1.00]"},
 		{Ratio{Point: 25, Lo: 12, Hi: 52.4, N: 3}, "25.0x [12.0–52.4]"},
 		{Ratio{Point: 1525.3, Lo: 1164, Hi: 1998, N: 5}, "1525x [1164–1998]"},
+		{Ratio{Point: 0.84, Lo: 0.71, Hi: 0.998, N: 5}, "0.84x [0.710–0.998]"},
+		{Ratio{Point: 0.84, Lo: 0.71, Hi: 1.001, N: 5}, "level [0.71–1.00]"},
 	} {
 		if got := c.r.cell(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.r, got, c.want)
