@@ -97,6 +97,9 @@ securefs installed:
   small    5 min / 13 min
   default  not timed / not timed
   large    not timed
+(The quick 5 min is the cost model, built from the per-run times of a run
+on 2 quiet cores; with others' builds holding the load at 19 it took 14
+min. --full's 13 min was measured at load 2-3.)
 An estimate is printed at the start, from a cost model of the workloads,
 and refreshed after every run from how the runs so far compared with it
 (the live line shows the ETA; a line after each repeat).
