@@ -41,7 +41,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "bench", "--size", "tiny", "--repeat", "1",
-		"--targets", "native,twin,crypt-xts,crypt-cbc,dmcrypt", "--out", out)
+		"--targets", "native,twin,crypt-xts,crypt-cbc,dmcrypt", "--workloads", "all", "--out", out)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -8,10 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/twincrypt/twincrypt/integration/bench"
@@ -19,7 +23,9 @@ import (
 
 type benchFlags struct {
 	size      string
-	repeat    int
+	repeat    string
+	budget    time.Duration
+	full      bool
 	targets   []string
 	workloads []string
 	out       string
@@ -41,6 +47,15 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench [flags] | bench --compare OLD.json NEW.json",
 		Short: "Run real workloads on plain disk, the twin, encrypted mounts, dm-crypt and peers; compare",
 		Long: `Run the source articles' workloads on every layer and print what each costs.
+
+A first bench, 'twincrypt bench' alone, takes about 5 minutes on 2 quiet
+cores: native, twin, crypt-xts and gocryptfs (when installed), every workload
+but build and git, size small, 5 repeats. --full runs every target and workload
+below, 3 repeats (about 13 minutes with the peers installed); --targets and
+--workloads name others ("all": every one). The results are always kept:
+--out DIR, or a new ./twincrypt-bench-YYYYMMDD-HHMMSS (where the current
+directory cannot be written, under $XDG_STATE_HOME/twincrypt), named at the
+end.
 
 Targets (in this order, interleaved: every workload runs on all of them in
 turn, repeat after repeat, so that a noisy machine's drift hits all alike;
@@ -74,28 +89,45 @@ Workloads: seqwrite, seqread, smallwrite4k, smallwrite512, copytree, gzip,
 srctree (untar, ls -lR, md5 of every file, rm -rf), bonnie, randrw, sqlite,
 lame, git (clone, status, commit, checkout, gc), build (make -j of a C
 project: full, nothing to do, after a header changed); each verifies the
-data it wrote. --size scales them: tiny (for tests),
-small (the default), default, large (the articles' sizes). How long a bench
-of 3 repeats took on 2 shared cores with tmpfs below, with the six targets
-that need nothing installed / with the five peers installed too:
-  tiny     1 min 15 s / 3 min 20 s
-  small    2 min 45 s / 7 min 40 s
-  default  15 min / not timed
+data it wrote. --size scales them: tiny (for tests), small (the default),
+default, large (the articles' sizes). How long a bench took on 2 cores
+(AMD EPYC, tmpfs below), the quick default / --full with gocryptfs and
+securefs installed:
+  tiny     not timed / not timed
+  small    5 min / 13 min
+  default  not timed / not timed
   large    not timed
-Once the first repeat is done, the progress shows the time left and an ETA.
+(The quick 5 min is the cost model, built from the per-run times of a run
+on 2 quiet cores; with others' builds holding the load at 19 it took 14
+min. --full's 13 min was measured at load 2-3.)
+An estimate is printed at the start, from a cost model of the workloads,
+and refreshed after every run from how the runs so far compared with it
+(the live line shows the ETA; a line after each repeat).
+
+Ratios come with a 95 % interval from the repeats: each repeat's ratio
+(target and base ran back to back), the geometric mean of those, and
+Student's t on their logarithms. A ratio whose interval contains 1x is
+printed "level": the repeats cannot tell the two apart. --repeat auto adds
+repeats (from 3, at most 10) until the interval of every headline ratio to
+native is no wider than x1.20 (hi/lo, about +-10 %); --budget 10m bounds the
+whole bench instead (a repeat is started only if, at the average so far, it
+ends within the budget).
 
 By default all lower data goes on a tmpfs mounted for the bench (as root;
 three quarters of the available memory, used only as far as written), so
 that every target stands on the same, fast ground; --on DIR puts it on a
 real disk instead. Everything is unmounted and removed at the end, also on
-Ctrl-C (--keep keeps the data).
+SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGPIPE (a closed pipe, as after
+'bench | tail' is stopped); the tables of the runs that finished are
+printed and kept. --keep keeps the data.
 
-Printed: medians with min–max, cost ratios to native and to the twin, the
-cost of our mounts relative to the best FUSE peer of each row (when peers
-ran), CPU seconds per GiB of the workload and of the daemon, and the per-op
-latency of our mounts. --out DIR also writes report.md, results.csv, results.json and
-the charts overhead.svg/png (each target's cost relative to native per
-workload, log axis, bars up from 1x when slower and down when faster) and
+Printed: medians with min–max, cost ratios to native and to the twin with
+their intervals, the cost of our mounts relative to the best FUSE peer of
+each row (when peers ran), CPU seconds per GiB of the workload and of the
+daemon, and the per-op latency of our mounts. The output directory holds
+report.md, results.csv, results.json and the charts overhead.svg/png (each
+target's cost relative to native per workload, log axis, bars up from 1x
+when slower and down when faster, error bars: the 95 % interval) and
 latency.svg/png (per-op p50 bars with p99 whiskers, ops labelled with their
 class). --compare OLD.json NEW.json prints what changed between two runs.
 
@@ -106,10 +138,13 @@ each timed and checked to see all N files, with the daemon's VmRSS/VmHWM
 after each op. --out DIR writes scale.md (µs per file, flatness, memory),
 scale.json and the charts scale-flat.svg/png, scale-tree.svg/png.
 
-Exit status 1 when any run failed (the tables are printed all the same).
+Exit status 1 when any run failed (the tables are printed all the same),
+130 when interrupted by any of the four signals (after cleaning up).
 
 ` + opClassHelp(),
 		Example: `  twincrypt bench
+  twincrypt bench --full
+  twincrypt bench --repeat auto --budget 10m
   twincrypt bench --size tiny --repeat 1 --targets native,twin,crypt-xts
   twincrypt bench --workloads srctree,randrw --fio --out results/ --on /mnt/ssd
   twincrypt bench --compare before/results.json after/results.json
@@ -135,11 +170,13 @@ Exit status 1 when any run failed (the tables are printed all the same).
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
+	fl.BoolVar(&f.full, "full", false, "every target and workload, 3 repeats (with the peers installed: about 13 min at size small)")
 	fl.StringVar(&f.size, "size", string(bench.SizeSmall), "workload size: tiny, small, default or large")
-	fl.IntVar(&f.repeat, "repeat", 3, "repeat every workload on every target `N` times")
-	fl.StringSliceVar(&f.targets, "targets", nil, "run only these targets (comma separated; \"dmcrypt\" and \"peers\" name groups)")
-	fl.StringSliceVar(&f.workloads, "workloads", nil, "run only these workloads (comma separated)")
-	fl.StringVar(&f.out, "out", "", "write report.md, results.csv, results.json and charts to `DIR`")
+	fl.StringVar(&f.repeat, "repeat", "", "repeat every workload on every target `N` times, or \"auto\": until the intervals are narrow (default 5; 3 with --full)")
+	fl.DurationVar(&f.budget, "budget", 0, "with --repeat auto (implied): add repeats only while the bench stays within `DURATION` (e.g. 10m)")
+	fl.StringSliceVar(&f.targets, "targets", nil, "run only these targets (comma separated; \"dmcrypt\" and \"peers\" name groups; \"all\": every default target and peer)")
+	fl.StringSliceVar(&f.workloads, "workloads", nil, "run only these workloads (comma separated; \"all\": every one)")
+	fl.StringVar(&f.out, "out", "", "write report.md, results.csv, results.json and charts to `DIR` (default ./twincrypt-bench-YYYYMMDD-HHMMSS)")
 	fl.StringVar(&f.on, "on", "", "keep the targets' data under `DIR` (a real disk) instead of a dedicated tmpfs")
 	fl.BoolVar(&f.fio, "fio", false, "randrw: run fio when installed instead of the Go implementation")
 	fl.BoolVar(&f.bonnie, "bonnie++", false, "bonnie: run bonnie++ when installed instead of the Go implementation")
@@ -153,7 +190,46 @@ Exit status 1 when any run failed (the tables are printed all the same).
 	return cmd
 }
 
-// benchPlan turns the flags into targets and workloads.
+// benchRepeat is the number of repeats and, for --repeat auto or
+// --budget, the rule that adds more.
+func benchRepeat(f benchFlags) (int, *bench.AutoRepeat, error) {
+	if f.budget < 0 {
+		return 0, nil, usageErrorf("--budget must not be negative")
+	}
+	switch f.repeat {
+	case "auto":
+		return 3, &bench.AutoRepeat{Spread: bench.DefaultAutoSpread, Max: autoMaxRepeats, Budget: f.budget}, nil
+	case "":
+		n := quickRepeats
+		if f.full {
+			n = fullRepeats
+		}
+		if f.budget > 0 {
+			return 3, &bench.AutoRepeat{Spread: bench.DefaultAutoSpread, Budget: f.budget}, nil
+		}
+		return n, nil, nil
+	}
+	n, err := strconv.Atoi(f.repeat)
+	if err != nil || n < 1 {
+		return 0, nil, usageErrorf("--repeat must be a number of at least 1, or auto; got %q", f.repeat)
+	}
+	if f.budget > 0 {
+		return n, &bench.AutoRepeat{Spread: bench.DefaultAutoSpread, Budget: f.budget}, nil
+	}
+	return n, nil, nil
+}
+
+const (
+	// quickRepeats: five repeats give a t-interval about 2.8 standard
+	// errors wide on each side, against 4.3 with three.
+	quickRepeats = 5
+	fullRepeats  = 3
+	// autoMaxRepeats bounds --repeat auto without --budget.
+	autoMaxRepeats = 10
+)
+
+// benchPlan turns the flags into targets and workloads: the quick
+// bench's, or --full's, or those named.
 func benchPlan(f benchFlags, exe string) ([]bench.Target, []bench.Workload, error) {
 	size := bench.Size(f.size)
 	switch size {
@@ -161,15 +237,14 @@ func benchPlan(f benchFlags, exe string) ([]bench.Target, []bench.Workload, erro
 	default:
 		return nil, nil, usageErrorf("unknown --size %q (use tiny, small, default or large)", f.size)
 	}
-	if f.repeat < 1 {
-		return nil, nil, usageErrorf("--repeat must be at least 1")
-	}
 	opts := bench.TargetOptions{Exe: exe, Size: size}
-	targets := bench.DefaultTargets(opts)
-	if f.peers {
+	targets := bench.QuickTargets(opts, f.peers)
+	switch {
+	case f.full && f.peers, len(f.targets) == 1 && f.targets[0] == "all":
 		targets = bench.AllTargets(opts)
-	}
-	if len(f.targets) > 0 {
+	case f.full:
+		targets = bench.DefaultTargets(opts)
+	case len(f.targets) > 0:
 		// Named targets are taken from all, so that a named peer runs
 		// even with --peers=false.
 		var err error
@@ -177,8 +252,17 @@ func benchPlan(f benchFlags, exe string) ([]bench.Target, []bench.Workload, erro
 			return nil, nil, usageErrorf("--targets: %v", err)
 		}
 	}
-	workloads := bench.Workloads()
-	if len(f.workloads) > 0 {
+	if f.full && len(f.targets) > 0 && !(len(f.targets) == 1 && f.targets[0] == "all") {
+		var err error
+		if targets, err = bench.SelectTargets(bench.SelectableTargets(opts), f.targets); err != nil {
+			return nil, nil, usageErrorf("--targets: %v", err)
+		}
+	}
+	workloads := bench.QuickWorkloads()
+	if f.full || (len(f.workloads) == 1 && f.workloads[0] == "all") {
+		workloads = bench.Workloads()
+	}
+	if len(f.workloads) > 0 && !(len(f.workloads) == 1 && f.workloads[0] == "all") {
 		workloads = nil
 		for _, name := range f.workloads {
 			w, ok := bench.WorkloadByName(strings.TrimSpace(name))
@@ -187,7 +271,7 @@ func benchPlan(f benchFlags, exe string) ([]bench.Target, []bench.Workload, erro
 				for _, w := range bench.Workloads() {
 					known = append(known, w.Name())
 				}
-				return nil, nil, usageErrorf("--workloads: unknown workload %q (known: %s)", name, strings.Join(known, ", "))
+				return nil, nil, usageErrorf("--workloads: unknown workload %q (known: %s, all)", name, strings.Join(known, ", "))
 			}
 			workloads = append(workloads, w)
 		}
@@ -203,6 +287,26 @@ func benchPlan(f benchFlags, exe string) ([]bench.Target, []bench.Workload, erro
 	return targets, workloads, nil
 }
 
+// defaultOutDir is where a bench without --out keeps its results: a
+// dated directory in the current one, or, where that cannot be written,
+// under $XDG_STATE_HOME (~/.local/state)/twincrypt.
+func defaultOutDir(now time.Time) string {
+	name := "twincrypt-bench-" + now.Format("20060102-150405")
+	if probe, err := os.MkdirTemp(".", ".twincrypt-bench-probe-"); err == nil {
+		os.Remove(probe)
+		return name
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return filepath.Join(os.TempDir(), name)
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "twincrypt", name)
+}
+
 func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	exe, err := os.Executable()
@@ -212,6 +316,13 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	targets, workloads, err := benchPlan(f, exe)
 	if err != nil {
 		return err
+	}
+	repeat, auto, err := benchRepeat(f)
+	if err != nil {
+		return err
+	}
+	if f.out == "" {
+		f.out = defaultOutDir(time.Now())
 	}
 	run, err := startBench(cmd.Context(), f, stderr)
 	if err != nil {
@@ -229,26 +340,22 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	}
 	progress := bench.NewProgress(stderr, live)
 	res, runErr := bench.RunBench(ctx, bench.Config{
-		Targets: targets, Workloads: workloads, Size: bench.Size(f.size), Repeat: f.repeat,
+		Targets: targets, Workloads: workloads, Size: bench.Size(f.size), Repeat: repeat, Auto: auto,
 		Work: ws.Dir, Lower: ws.Desc, Progress: progress, Machine: machine,
 	})
 	progress.Close()
 	fmt.Fprintln(stderr)
 	bench.WriteSummary(stdout, res, summaryWidth(stdout))
-	if f.out != "" {
-		files, werr := bench.WriteOutputs(f.out, res)
-		for i := range files {
-			files[i] = filepath.Join(f.out, files[i])
-		}
-		if len(files) > 0 {
-			fmt.Fprintf(stderr, "wrote %s\n", strings.Join(files, ", "))
-		}
-		if werr != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("bench: write outputs: %w", werr))
-		}
+	files, werr := bench.WriteOutputs(f.out, res)
+	if len(files) > 0 {
+		fmt.Fprintf(stderr, "results kept in %s: %s (took %s)\n", f.out, strings.Join(files, ", "),
+			res.Finished.Sub(res.Started).Round(time.Second))
+	}
+	if werr != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("bench: write outputs: %w", werr))
 	}
 	if ctx.Err() != nil {
-		return errors.New("bench interrupted; mounts and temporary files removed")
+		return run.interrupted()
 	}
 	if runErr != nil {
 		return runErr
@@ -294,9 +401,16 @@ func summaryWidth(w io.Writer) int {
 
 // benchRun is what a bench and a scale run share around the runner: --out
 // made before the run (an unwritable one refused now, not after it), a
-// context that Ctrl-C and SIGTERM cancel (the runner then unmounts and
-// cleans up; the signals stay caught until end, so that a second Ctrl-C
-// cannot kill the bench with its mounts in place), and the work directory.
+// context that SIGINT, SIGTERM, SIGHUP and SIGPIPE cancel (the runner
+// then unmounts and cleans up; the signals stay caught until end, so that
+// a second Ctrl-C cannot kill the bench with its mounts in place), and
+// the work directory.
+//
+// SIGPIPE is among them because `bench | tail` is how people watch a long
+// run: when tail goes (Ctrl-C reaches it too), the next write to the pipe
+// raises SIGPIPE, which by default kills a Go program writing to fd 1 or
+// 2 at once, its mounts and its tmpfs left behind. Caught, the write
+// fails with EPIPE instead and the bench stops as if interrupted.
 type benchRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -304,26 +418,47 @@ type benchRun struct {
 	ws     *bench.Workspace
 	keep   bool
 	stderr io.Writer
+
+	mu     sync.Mutex
+	signal os.Signal // the first signal received, nil if none
 }
 
+// benchSignals are the signals that interrupt a bench.
+var benchSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+
 func startBench(parent context.Context, f benchFlags, stderr io.Writer) (*benchRun, error) {
+	// Caught before the first write, so that none can die of SIGPIPE.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, benchSignals...)
 	if f.out != "" {
 		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			signal.Stop(sigs)
 			return nil, usageErrorf("--out: %v", err)
 		}
 	}
 	ws, err := bench.NewWorkspace(f.on)
 	if err != nil {
+		signal.Stop(sigs)
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "work directory %s: %s\n", ws.Dir, ws.Desc)
 	ctx, cancel := context.WithCancel(parent)
-	r := &benchRun{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 1), ws: ws, keep: f.keep, stderr: stderr}
-	signal.Notify(r.sigs, os.Interrupt, syscall.SIGTERM)
+	r := &benchRun{ctx: ctx, cancel: cancel, sigs: sigs, ws: ws, keep: f.keep, stderr: stderr}
 	go func() {
-		for range r.sigs {
-			if ctx.Err() == nil {
-				fmt.Fprintln(stderr, "\ninterrupted: unmounting and cleaning up …")
+		for sig := range r.sigs {
+			if sig == syscall.SIGPIPE && !readerGone(1, 2) {
+				// A pipe to one of the workloads' programs: that write
+				// fails with EPIPE and its run says so; not an interrupt.
+				continue
+			}
+			r.mu.Lock()
+			first := r.signal == nil
+			if first {
+				r.signal = sig
+			}
+			r.mu.Unlock()
+			if first {
+				fmt.Fprintf(stderr, "\n%s: unmounting and cleaning up …\n", signalName(sig))
 			}
 			cancel()
 		}
@@ -331,12 +466,60 @@ func startBench(parent context.Context, f benchFlags, stderr io.Writer) (*benchR
 	return r, nil
 }
 
-// end releases the signals and the context, and removes the work
-// directory (or says where it was kept with --keep); err is the run's
-// error, returned with the removal's joined to it.
+// readerGone reports whether any of fds is a pipe or socket whose other
+// end is closed: poll reports POLLERR on the write end of a pipe without
+// reader, POLLHUP on a socket whose peer went. With SIGPIPE caught, Go
+// delivers it for every fd, also for the pipes to the programs the
+// workloads run, so the signal alone does not say that our output is gone.
+func readerGone(fds ...int) bool {
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd)}
+	}
+	if n, err := unix.Poll(pfds, 0); err != nil || n == 0 {
+		return false
+	}
+	for _, p := range pfds {
+		if p.Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// signalName is how the messages name a signal: SIGINT, SIGPIPE.
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := unix.SignalName(s); name != "" {
+			return name
+		}
+	}
+	return sig.String()
+}
+
+// interrupted is the error of a bench that a signal (or its parent's
+// context) stopped: exit code 130 whatever the signal.
+func (r *benchRun) interrupted() error {
+	r.mu.Lock()
+	sig := r.signal
+	r.mu.Unlock()
+	what := "bench interrupted"
+	if sig != nil {
+		what = "bench interrupted by " + signalName(sig)
+	}
+	return &classifiedError{class: errInterrupted, err: fmt.Errorf("%s; mounts and temporary files removed", what)}
+}
+
+// end releases the context and removes the work directory (or says where
+// it was kept with --keep); err is the run's error, returned with the
+// removal's joined to it. SIGPIPE stays ignored to the end: the last
+// words (the error line) may go to the pipe that is gone.
 func (r *benchRun) end(err error) error {
-	signal.Stop(r.sigs)
 	r.cancel()
+	defer func() {
+		signal.Ignore(syscall.SIGPIPE)
+		signal.Stop(r.sigs)
+	}()
 	if r.keep {
 		fmt.Fprintf(r.stderr, "kept the work directory %s (%s)\n", r.ws.Dir, r.ws.Desc)
 		return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -53,7 +54,11 @@ func runBenchScale(cmd *cobra.Command, f benchFlags) (err error) {
 	}
 	repeat := 1
 	if cmd.Flags().Changed("repeat") {
-		repeat = f.repeat
+		n, err := strconv.Atoi(f.repeat)
+		if err != nil || n < 1 {
+			return usageErrorf("--repeat with --scale must be a number of at least 1, got %q", f.repeat)
+		}
+		repeat = n
 	}
 	run, err := startBench(cmd.Context(), f, stderr)
 	if err != nil {
@@ -81,7 +86,7 @@ func runBenchScale(cmd *cobra.Command, f benchFlags) (err error) {
 		bench.WriteScaleReport(cmd.OutOrStdout(), res, nil)
 	}
 	if ctx.Err() != nil {
-		return errors.New("bench interrupted; mounts and temporary files removed")
+		return run.interrupted()
 	}
 	return runErr
 }

@@ -26,6 +26,10 @@ const (
 	exitInitRefused     = 15 // init: LOWER already holds a config or is not empty
 	exitFsckProblems    = 16 // fsck: problems found (with --repair: not all of them repaired)
 	exitFsckRepaired    = 17 // fsck --repair: problems found, all of them repaired
+	// Interrupted by SIGINT, SIGTERM, SIGHUP or SIGPIPE, after cleaning
+	// up: 128+SIGINT, what a shell reports for Ctrl-C, for all four, so
+	// that a script tests one code for "interrupted".
+	exitInterrupted = 130
 )
 
 // CLI-level sentinel errors, next to the ones exported by cipher/config.
@@ -33,6 +37,7 @@ var (
 	errUsage       = errors.New("usage error")
 	errMountpoint  = errors.New("mountpoint problem")
 	errMountFailed = errors.New("mount failed")
+	errInterrupted = errors.New("interrupted")
 )
 
 // exitTable maps sentinel errors to exit codes. The first entry that
@@ -64,6 +69,7 @@ var exitTable = []struct {
 	{config.ErrNotEmpty, exitInitRefused},
 	{errFsckProblems, exitFsckProblems},
 	{errFsckRepaired, exitFsckRepaired},
+	{errInterrupted, exitInterrupted},
 }
 
 // exitCodeDoc is the table printed in the root help, in code order.
@@ -82,6 +88,7 @@ var exitCodeDoc = []struct {
 	{exitInitRefused, "init refused: LOWER already initialised or not empty"},
 	{exitFsckProblems, "fsck: problems found (with --repair: not all repaired)"},
 	{exitFsckRepaired, "fsck --repair: problems found and all repaired"},
+	{exitInterrupted, "interrupted (SIGINT, SIGTERM, SIGHUP, SIGPIPE), after cleaning up"},
 }
 
 func exitCodeHelp() string {

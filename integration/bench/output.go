@@ -383,20 +383,6 @@ func (res *Results) resultsTable() table {
 	return t
 }
 
-// ratio is cost(target)/cost(base) of the medians (>1: target is slower).
-func (res *Results) ratio(target, base string, w WorkloadInfo, m metric) (float64, bool) {
-	st := summarize(res.runsOf(target, w.Name), m)
-	sb := summarize(res.runsOf(base, w.Name), m)
-	if st.N == 0 || sb.N == 0 {
-		return 0, false
-	}
-	ct, cb := m.cost(st.Median), m.cost(sb.Median)
-	if cb == 0 || math.IsInf(ct, 0) || math.IsInf(cb, 0) {
-		return 0, false
-	}
-	return ct / cb, true
-}
-
 // ratioTable: each target against base; false when base did not take part.
 func (res *Results) ratioTable(base string) (table, bool) {
 	if !res.hasTarget(base) {
@@ -412,15 +398,16 @@ func (res *Results) ratioTable(base string) (table, bool) {
 		return table{}, false
 	}
 	t := table{
-		title:  fmt.Sprintf("Cost relative to %s (time ratio of medians; rates inverted; >1 = slower)", base),
+		title:  fmt.Sprintf("Cost relative to %s (time ratio, paired by repeat; rates inverted; >1 = slower) [95 %% interval]", base),
 		header: append([]string{"workload"}, others...),
+		notes:  []string{IntervalMethod},
 	}
 	for _, w := range res.Workloads {
 		for i, m := range res.rows(w) {
 			row := []string{rowLabel(w, m, i == 0)}
 			for _, tn := range others {
 				if r, ok := res.ratio(tn, base, w, m); ok {
-					row = append(row, fmt.Sprintf("%.2fx", r))
+					row = append(row, r.cell())
 				} else {
 					row = append(row, "-")
 				}
@@ -473,22 +460,23 @@ func (res *Results) peerTable() (table, bool) {
 		return table{}, false
 	}
 	t := table{
-		title:  "Cost relative to the best FUSE peer of each row (time ratio of medians; rates inverted; >1 = slower)",
+		title:  "Cost relative to the best FUSE peer of each row (time ratio, paired by repeat; rates inverted; >1 = slower) [95 % interval]",
 		header: append([]string{"workload", "best peer"}, mine...),
+		notes: []string{"best peer: the peer with the lowest median cost; \"level\": our mount and that peer are within the noise of the repeats, neither wins.",
+			IntervalMethod},
 	}
 	for _, w := range res.Workloads {
 		for i, m := range res.rows(w) {
 			row := []string{rowLabel(w, m, i == 0)}
-			peer, pc, ok := res.bestPeer(w, m)
+			peer, _, ok := res.bestPeer(w, m)
 			if !ok {
 				row = append(row, "-")
 			} else {
 				row = append(row, peer)
 			}
 			for _, tn := range mine {
-				st := summarize(res.runsOf(tn, w.Name), m)
-				if c := m.cost(st.Median); ok && st.N > 0 && !math.IsInf(c, 0) {
-					row = append(row, fmt.Sprintf("%.2fx", c/pc))
+				if r, rok := res.ratio(tn, peer, w, m); ok && rok && !math.IsInf(r.Point, 0) {
+					row = append(row, r.cell())
 				} else {
 					row = append(row, "-")
 				}
@@ -734,6 +722,9 @@ func WriteSummary(w io.Writer, res *Results, width int) {
 		if t.Note != "" {
 			fmt.Fprintf(w, "%s: %s\n", t.Name, t.Note)
 		}
+	}
+	if res.RepeatRule != "" {
+		fmt.Fprintf(w, "repeats: %s\n", res.RepeatRule)
 	}
 	if res.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the tables hold the runs that finished")

@@ -164,6 +164,10 @@ func WriteReport(w io.Writer, res *Results, charts []string) error {
 	fmt.Fprintf(w, "- Date: %s to %s (%s)\n", res.Started.Format(time.RFC3339), res.Finished.Format(time.RFC3339),
 		res.Finished.Sub(res.Started).Round(time.Second))
 	fmt.Fprintf(w, "- Size: %s; repeats: %d, targets interleaved within each repeat, each repeat starting one target later; every run starts after a syncfs of the work filesystem, mounts, runs cold in a fresh directory and unmounts\n", res.Size, res.Repeat)
+	if res.RepeatRule != "" {
+		fmt.Fprintf(w, "- Repeats: %s\n", res.RepeatRule)
+	}
+	fmt.Fprintf(w, "- Ratios: %s\n", IntervalMethod)
 	fmt.Fprintf(w, "- Lower data of every target on: %s\n", res.Lower)
 	if v := res.dmcryptVariant(); v != "" {
 		fmt.Fprintf(w, "- dm-crypt: %s; LUKS2, %s, %d-bit key, %d-byte sectors, ext4 on top\n", v, dmCipher, dmKeyBits, dmSectorSize)

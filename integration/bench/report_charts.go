@@ -106,7 +106,7 @@ func overheadPlot(res *Results) (ch *chart, err error) {
 	styles := targetStyles(res)
 	p := plot.New()
 	p.Title.Text = "Cost relative to native per workload (log scale)"
-	p.Y.Label.Text = "× native (time ratio of medians)"
+	p.Y.Label.Text = "× native (paired by repeat; error bar: 95 % interval)"
 	p.Add(plotter.NewGrid())
 	var names []string
 	for _, w := range res.Workloads {
@@ -116,15 +116,21 @@ func overheadPlot(res *Results) (ch *chart, err error) {
 	lo, hi := 1.0, 1.0
 	for i, tn := range others {
 		vals := make([]float64, len(res.Workloads))
+		errLo := make([]float64, len(res.Workloads))
+		errHi := make([]float64, len(res.Workloads))
 		for j, w := range res.Workloads {
-			vals[j] = math.NaN()
+			vals[j], errLo[j], errHi[j] = math.NaN(), math.NaN(), math.NaN()
 			m, _ := metricFor(orDefault(w.Headline, "wall_s"))
-			if r, ok := res.ratio(tn, "native", w, m); ok && r > 0 && !math.IsInf(r, 0) {
-				vals[j] = r
-				lo, hi = math.Min(lo, r), math.Max(hi, r)
+			if r, ok := res.ratio(tn, "native", w, m); ok && r.Point > 0 && !math.IsInf(r.Point, 0) {
+				vals[j] = r.Point
+				lo, hi = math.Min(lo, r.Point), math.Max(hi, r.Point)
+				if r.HasInterval() && r.Lo > 0 && !math.IsInf(r.Hi, 0) {
+					errLo[j], errHi[j] = r.Lo, r.Hi
+					lo, hi = math.Min(lo, r.Lo), math.Max(hi, r.Hi)
+				}
 			}
 		}
-		bars := &chartkit.Bars{Values: vals, Base: 1, Width: barW, Style: styles[tn],
+		bars := &chartkit.Bars{Values: vals, ErrLo: errLo, ErrHi: errHi, Base: 1, Width: barW, Style: styles[tn],
 			Offset: barW*vg.Length(i) - group/2 + barW/2}
 		p.Add(bars)
 		p.Legend.Add(tn, bars)
@@ -145,7 +151,9 @@ func overheadPlot(res *Results) (ch *chart, err error) {
 	p.Y.Min, p.Y.Max = chartkit.LogRange(lo, hi)
 	notes := []string{"", "Bars start at 1× = as fast as native:",
 		"up is slower, down is faster.", "Rates (MiB/s, ops/s) are inverted",
-		"so that up is always a cost.", "Missing bar: the run failed or",
+		"so that up is always a cost.", "Bar: geometric mean of the ratios",
+		"of each repeat; error bar: its 95 %", "interval (t on the log ratios).",
+		"An error bar across 1×: level.", "Missing bar: the run failed or",
 		"the target has no such workload."}
 	return &chart{p, notes}, nil
 }

@@ -20,7 +20,11 @@ type Config struct {
 	Targets   []Target
 	Workloads []Workload
 	Size      Size
-	Repeat    int
+	// Repeat is the number of repeats; with Auto, the least.
+	Repeat int
+	// Auto, when set, adds repeats after Repeat until the intervals are
+	// narrow enough, Auto.Max is reached or Auto.Budget would be spent.
+	Auto *AutoRepeat
 	// Work is a directory on the lower filesystem (see Workspace): the
 	// targets' state goes to Work/targets/NAME, Env.Cache is Work/cache.
 	Work string
@@ -47,6 +51,9 @@ type Results struct {
 	Workloads   []WorkloadInfo `json:"workloads"`
 	Runs        []Run          `json:"runs"`
 	Interrupted bool           `json:"interrupted,omitempty"`
+	// RepeatRule says, for --repeat auto or --budget, the rule and why
+	// the repeats stopped where they did.
+	RepeatRule string `json:"repeat_rule,omitempty"`
 }
 
 // ResultsVersion is the version of the results.json layout.
@@ -188,6 +195,9 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 		}
 		p.Step(line)
 	}
+	est := newEstimator(c, targets)
+	p.Estimate(est.startup+est.left(c.Repeat*len(c.Workloads)*len(targets), 0, 0),
+		"from the workloads' cost model; refreshed as runs finish")
 	// From here on every target may hold mounts, loop devices or volumes.
 	defer func() {
 		for i := len(targets) - 1; i >= 0; i-- {
@@ -252,13 +262,23 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 		p.Step(fmt.Sprintf("%d workload(s) prepared in %s", len(c.Workloads), roundDur(time.Since(prep))))
 	}
 
-	total := c.Repeat * len(c.Workloads) * len(targets)
+	perRepeat := len(c.Workloads) * len(targets)
+	total := c.Repeat * perRepeat
 	n := 0
 	runsStart := time.Now()
-	for r := 1; r <= c.Repeat; r++ {
+	for r := 1; ; r++ {
+		if r > c.Repeat {
+			more, why := moreRepeats(c, res, r, time.Since(runsStart))
+			if !more {
+				res.RepeatRule = why
+				break
+			}
+			total += perRepeat
+			p.Step(fmt.Sprintf("repeat %d added: %s", r, why))
+		}
 		if r > 1 {
 			took := time.Since(runsStart)
-			p.ETA(r-1, c.Repeat, took, took/time.Duration(r-1)*time.Duration(c.Repeat-r+1))
+			p.ETA(r-1, total/max(perRepeat, 1), took, took/time.Duration(r-1)*time.Duration(total/max(perRepeat, 1)-r+1))
 		}
 		order := rotate(targets, r-1)
 		for wi, w := range c.Workloads {
@@ -285,8 +305,10 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 				}
 				res.Runs = append(res.Runs, run)
 				p.Done(run, n, total)
+				p.Estimate(est.left(total, n, time.Since(runsStart)), "")
 			}
 		}
+		res.Repeat = r
 	}
 	return res, nil
 }

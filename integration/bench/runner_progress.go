@@ -24,6 +24,11 @@ type Progress interface {
 	// the bench should take: the average repeat so far times the repeats
 	// left.
 	ETA(repeat, repeats int, took, left time.Duration)
+	// Estimate reports how long the rest of the bench should take: from
+	// the start (before any run, from a cost model) and after every run.
+	// A non-empty how asks for a line saying so; otherwise only the live
+	// line shows it.
+	Estimate(left time.Duration, how string)
 	// Start and Done bracket run n of total (1-based).
 	Start(run Run, n, total int)
 	Done(run Run, n, total int)
@@ -36,6 +41,7 @@ func (nopProgress) Skip(string, string)                        {}
 func (nopProgress) Warn(string)                                {}
 func (nopProgress) Step(string)                                {}
 func (nopProgress) ETA(int, int, time.Duration, time.Duration) {}
+func (nopProgress) Estimate(time.Duration, string)             {}
 func (nopProgress) Start(Run, int, int)                        {}
 func (nopProgress) Done(Run, int, int)                         {}
 
@@ -53,6 +59,7 @@ type TermProgress struct {
 	n, total int
 	spin     int
 	eta      time.Time // when the bench should end (zero: not known yet)
+	saidETA  time.Time // the ETA the last printed line said
 	stop     chan struct{}
 	stopped  chan struct{}
 }
@@ -166,8 +173,32 @@ func (p *TermProgress) ETA(repeat, repeats int, took, left time.Duration) {
 	p.line(fmt.Sprintf("repeat %d of %d done (%s so far); about %s left, ETA %s",
 		repeat, repeats, roundDur(took), roundDur(left), end.Format("15:04")))
 	p.mu.Lock()
-	p.eta = end
+	p.eta, p.saidETA = end, end
 	p.mu.Unlock()
+}
+
+// Estimate prints a line when asked (how), and also, where no live line
+// shows the ETA, when the ETA has moved by more than a fifth of the time
+// left (and at least a minute) since the last line said it.
+func (p *TermProgress) Estimate(left time.Duration, how string) {
+	end := time.Now().Add(left)
+	p.mu.Lock()
+	moved := end.Sub(p.saidETA)
+	if moved < 0 {
+		moved = -moved
+	}
+	say := how != "" || (!p.live && !p.saidETA.IsZero() && moved > max(time.Minute, left/5))
+	p.eta = end
+	if say {
+		p.saidETA = end
+	}
+	p.mu.Unlock()
+	if say {
+		if how == "" {
+			how = "refreshed from the runs so far"
+		}
+		p.line(fmt.Sprintf("estimated time: about %s, ETA %s (%s)", roundDur(left), end.Format("15:04"), how))
+	}
 }
 
 // roundDur rounds d for people: 1m05s, 12s, 0.4s.

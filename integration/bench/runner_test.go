@@ -403,14 +403,14 @@ func TestMetricsAndRatios(t *testing.T) {
 		t.Errorf("srctree rows %q, want %q", labels, want)
 	}
 	mibps, _ := metricFor("MiBps")
-	if r, ok := res.ratio("crypt-xts", "native", res.Workloads[0], mibps); !ok || r != 8 {
+	if r, ok := res.ratio("crypt-xts", "native", res.Workloads[0], mibps); !ok || !near(r.Point, 8) {
 		t.Errorf("seqwrite crypt/native = %v %v, want 8 (1000 MiB/s against 125)", r, ok)
 	}
-	if r, ok := res.ratio("crypt-xts", "twin", res.Workloads[0], mibps); !ok || r != 2 {
+	if r, ok := res.ratio("crypt-xts", "twin", res.Workloads[0], mibps); !ok || !near(r.Point, 2) {
 		t.Errorf("seqwrite crypt/twin = %v, want 2", r)
 	}
 	untar, _ := metricFor("untar_s")
-	if r, _ := res.ratio("twin", "native", res.Workloads[1], untar); r != 5 {
+	if r, _ := res.ratio("twin", "native", res.Workloads[1], untar); !near(r.Point, 5) {
 		t.Errorf("untar twin/native = %v, want 5", r)
 	}
 	tab, ok := res.ratioTable("native")

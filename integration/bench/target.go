@@ -59,6 +59,18 @@ func DefaultTargets(o TargetOptions) []Target {
 	}
 }
 
+// QuickTargets are the targets of the first, quick bench: the baseline,
+// the twin and the default encrypted mount (what FUSE costs and what the
+// cipher adds), and, with peers, gocryptfs (skipped where it is not
+// installed), the peer most like ours. The rest is --full.
+func QuickTargets(o TargetOptions, peers bool) []Target {
+	ts := []Target{NewNative(), NewTwin(o), NewCrypt(o, "aes-xts")}
+	if peers {
+		ts = append(ts, NewGocryptfs())
+	}
+	return ts
+}
+
 // ExtraTargets run only when named in --targets: variants of a default
 // target (eCryptfs with its own default 128-bit key; the twin and
 // crypt-xts pinned to /dev/fuse or to FUSE over io_uring; crypt-xts with
@@ -295,16 +307,22 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
+// unmountBusyBound is how long unmount retries a busy mount.
+const unmountBusyBound = 30 * time.Second
+
 // unmount unmounts dir, retrying while it is busy (a daemon that has just
 // answered the last request, a process still closing a file), and detaches
 // it lazily as a last resort so that the bench never leaves it behind. A
-// dir that is not mounted is not an error.
+// dir that is not mounted is not an error. The retries go on for
+// unmountBusyBound: on 2 cores at load 20 a mount stayed busy for more
+// than the 2 s they used to last (gzip on the twin, twice in 240 runs),
+// and a lazy detach costs that run its result.
 func unmount(dir string) error {
 	if !isMounted(dir) {
 		return nil
 	}
 	var err error
-	for i := 0; i < 20; i++ {
+	for deadline := time.Now().Add(unmountBusyBound); time.Now().Before(deadline); {
 		if os.Geteuid() == 0 {
 			err = unix.Unmount(dir, 0)
 		} else {

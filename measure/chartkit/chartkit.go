@@ -12,10 +12,12 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Palette is a set of colours far enough apart to be told from each other
@@ -71,10 +73,12 @@ func Styles(n int) []Style {
 // stands on any Y scale, a log one included: each bar goes from Base to
 // its value (downwards when the value is below Base) and carries the
 // series' glyph at its end. High, when set, draws a whisker from the top
-// of the bar up to High[i] (a p99 over a p50, say). NaN values are left
-// out.
+// of the bar up to High[i] (a p99 over a p50, say). ErrLo and ErrHi, when
+// set, draw an error bar with caps from ErrLo[i] to ErrHi[i] (an interval
+// around the value). NaN values are left out.
 type Bars struct {
 	Values, High []float64
+	ErrLo, ErrHi []float64
 	Base         float64 // where the bars start; 0 = the bottom of the axis
 	Width        vg.Length
 	Offset       vg.Length // of this series' bars from the category's centre
@@ -108,6 +112,13 @@ func (b *Bars) Plot(c draw.Canvas, p *plot.Plot) {
 		if c.Contains(vg.Point{X: x, Y: y}) {
 			c.DrawGlyph(b.glyphStyle(), vg.Point{X: x, Y: y})
 		}
+		if lo, hi := at(b.ErrLo, i), at(b.ErrHi, i); lo > 0 && hi > lo {
+			yl, yh := ty(lo), ty(hi)
+			c.StrokeLines(whisker, c.ClipLinesXY([]vg.Point{{X: x, Y: yl}, {X: x, Y: yh}})...)
+			for _, cy := range []vg.Length{yl, yh} {
+				c.StrokeLines(whisker, c.ClipLinesXY([]vg.Point{{X: x - b.Width/3, Y: cy}, {X: x + b.Width/3, Y: cy}})...)
+			}
+		}
 	}
 }
 
@@ -131,7 +142,7 @@ func (b *Bars) DataRange() (xmin, xmax, ymin, ymax float64) {
 	xmin, xmax = -0.5, float64(len(b.Values))-0.5
 	ymin, ymax = math.Inf(1), math.Inf(-1)
 	for i, v := range b.Values {
-		for _, y := range []float64{v, at(b.High, i)} {
+		for _, y := range []float64{v, at(b.High, i), at(b.ErrLo, i), at(b.ErrHi, i)} {
 			if !math.IsNaN(y) && y > 0 {
 				ymin, ymax = math.Min(ymin, y), math.Max(ymax, y)
 			}
@@ -162,12 +173,22 @@ func (b *Bars) Thumbnail(c *draw.Canvas) {
 // and returns it in format (svg, png, pdf...). p's legend is moved into
 // the panel while drawing and put back afterwards, so that p can be
 // rendered again in another format.
+//
+// The whole canvas is painted white first: gonum paints only the plot's
+// own area, and a legend drawn on a transparent panel vanishes on a dark
+// page. An SVG carries its font (Liberation Serif, ~0.5 MB): SVG text is
+// laid out by the viewer, and a viewer without that font substitutes a
+// wider one, so that the legend, measured here with Liberation's metrics,
+// ran into the plot and off the right edge. When the legend and notes are
+// wider than the panel may be (two fifths of the width), their text is
+// made smaller until they fit.
 func Render(p *plot.Plot, notes []string, w, h vg.Length, format string) (io.WriterTo, error) {
-	cw, err := draw.NewFormattedCanvas(w, h, format)
+	cw, err := newCanvas(w, h, format)
 	if err != nil {
 		return nil, err
 	}
 	c := draw.New(cw)
+	c.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: 0, Y: h}, {X: w, Y: h}, {X: w, Y: 0}})
 	saved := p.Legend
 	p.Legend = plot.NewLegend()
 	defer func() { p.Legend = saved }()
@@ -176,14 +197,29 @@ func Render(p *plot.Plot, notes []string, w, h vg.Length, format string) (io.Wri
 	leg.XOffs, leg.YOffs = 0, 0
 	note := leg.TextStyle
 	note.Font.Size = leg.TextStyle.Font.Size * 0.85
-	lineH := note.Rectangle("Xg").Size().Y * 1.15
 
-	panelW := leg.Rectangle(c).Size().X
-	for _, n := range notes {
-		panelW = max(panelW, note.Rectangle(n).Size().X)
-	}
 	pad := vg.Points(10)
-	panelW = min(panelW+2*pad, w*2/5)
+	maxPanel := w * 2 / 5
+	content := func() vg.Length {
+		cw := leg.Rectangle(c).Size().X
+		for _, n := range notes {
+			cw = max(cw, note.Rectangle(n).Size().X)
+		}
+		return cw
+	}
+	panelW := content()
+	if panelW+2*pad > maxPanel {
+		// Text widths scale with the font size; the thumbnails do not,
+		// hence the few rounds.
+		for i := 0; i < 5 && panelW+2*pad > maxPanel; i++ {
+			f := float64((maxPanel - 2*pad) / panelW)
+			leg.TextStyle.Font.Size = vg.Length(float64(leg.TextStyle.Font.Size) * f)
+			note.Font.Size = vg.Length(float64(note.Font.Size) * f)
+			panelW = content()
+		}
+	}
+	panelW = min(panelW+2*pad, maxPanel)
+	lineH := note.Rectangle("Xg").Size().Y * 1.15
 
 	p.Draw(draw.Crop(c, 0, -panelW, 0, 0))
 
@@ -199,6 +235,14 @@ func Render(p *plot.Plot, notes []string, w, h vg.Length, format string) (io.Wri
 		y -= lineH
 	}
 	return cw, nil
+}
+
+// newCanvas is draw.NewFormattedCanvas, but an SVG embeds its fonts.
+func newCanvas(w, h vg.Length, format string) (vg.CanvasWriterTo, error) {
+	if strings.EqualFold(format, "svg") {
+		return vgsvg.NewWith(vgsvg.UseWH(w, h), vgsvg.EmbedFonts(true)), nil
+	}
+	return draw.NewFormattedCanvas(w, h, format)
 }
 
 // LogRange returns whole decades around [lo, hi] (both > 0) for a log

@@ -2,12 +2,17 @@ package chartkit
 
 import (
 	"bytes"
+	"fmt"
 	"image/png"
 	"math"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -102,5 +107,52 @@ func TestRenderKeepsLegend(t *testing.T) {
 				t.Errorf("series %d: %d pixels of its colour", i, n)
 			}
 		}
+	}
+}
+
+// TestRenderSVGCanvas: an SVG chart is white over the whole canvas (not
+// only behind the plot), carries its font, and its legend, even one too
+// wide for the panel, lies inside the canvas and right of the plot.
+func TestRenderSVGCanvas(t *testing.T) {
+	p := plot.New()
+	p.Title.Text = "title"
+	long := "a legend entry far too long for the panel beside the plot, which may take two fifths of the width"
+	for i, label := range []string{"short", long} {
+		b := &Bars{Values: []float64{1, 2}, Width: vg.Points(10), Style: Styles(2)[i]}
+		p.Add(b)
+		p.Legend.Add(label, b)
+	}
+	w, h := 11*vg.Inch, 5*vg.Inch
+	wt, err := Render(p, []string{"a note"}, w, h, "svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	svg := buf.String()
+	full := fmt.Sprintf(`<path d="M0,0L0,%gL%g,%gL%g,0Z" style="fill:#FFFFFF"`, h.Points(), w.Points(), h.Points(), w.Points())
+	if !strings.Contains(svg, full) {
+		t.Errorf("no white rectangle over the whole canvas (%s) in:\n%.600s", full, svg)
+	}
+	if !strings.Contains(svg, "@font-face") || !strings.Contains(svg, "base64,") {
+		t.Error("the SVG does not embed its font")
+	}
+	// The legend entry's text: x, font size, and so its right end.
+	re := regexp.MustCompile(`<text x="([0-9.]+)" y="[-0-9.]+" transform="scale\(1, -1\)"\s+style="[^"]*font-size:([0-9.]+)px[^"]*">` + regexp.QuoteMeta(long) + `</text>`)
+	m := re.FindStringSubmatch(svg)
+	if m == nil {
+		t.Fatalf("legend entry not found in the SVG")
+	}
+	x, _ := strconv.ParseFloat(m[1], 64)
+	size, _ := strconv.ParseFloat(m[2], 64)
+	face := font.DefaultCache.Lookup(plot.DefaultFont, vg.Points(size))
+	right := x + face.Width(long).Points()
+	if right > w.Points() {
+		t.Errorf("legend entry ends at %.1f pt, past the canvas (%.1f pt)", right, w.Points())
+	}
+	if x < (w * 3 / 5).Points() {
+		t.Errorf("legend entry starts at %.1f pt, over the plot (panel from %.1f pt)", x, (w * 3 / 5).Points())
 	}
 }

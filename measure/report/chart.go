@@ -171,17 +171,22 @@ func timePlot(r *Report) (*plot.Plot, []string, error) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range all {
 		// A line joins neighbouring buckets only: across a bucket without
-		// ops it would draw latencies nobody measured.
+		// ops it would draw latencies nobody measured. Such buckets are
+		// not in the timeline at all (it leaves empty ones out), so a
+		// start more than one width after the last one is a gap too.
 		var segs []plotter.XYs
 		var cur plotter.XYs
+		var last time.Time
 		for _, b := range tl.Buckets {
 			v := s.value(b)
+			gap := len(cur) > 0 && b.Start.Sub(last) > time.Duration(tl.BucketNs)
+			if (v <= 0 || gap) && len(cur) > 0 {
+				segs, cur = append(segs, cur), nil
+			}
 			if v <= 0 {
-				if len(cur) > 0 {
-					segs, cur = append(segs, cur), nil
-				}
 				continue
 			}
+			last = b.Start
 			x := (float64(b.Start.Sub(r.First)) + mid) / float64(unit)
 			cur = append(cur, plotter.XY{X: x, Y: usOf(v)})
 			lo, hi = math.Min(lo, usOf(v)), math.Max(hi, usOf(v))

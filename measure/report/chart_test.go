@@ -3,6 +3,7 @@ package report
 import (
 	"image/png"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,38 @@ func TestClassDefinitions(t *testing.T) {
 				t.Errorf("op %s (class %s) named=%v in the definition of %s: %q", op, c, named, k, defs[i])
 			}
 		}
+	}
+}
+
+// TestTimeChartBreaksAtGaps: a stretch without ops, whose buckets the
+// timeline leaves out, splits each series into two lines in the SVG
+// rather than bridging it.
+func TestTimeChartBreaksAtGaps(t *testing.T) {
+	burst := func(from time.Time) []measure.LogLine {
+		var out []measure.LogLine
+		for i := range 100 {
+			out = append(out, measure.LogLine{TS: from.Add(time.Duration(i) * 100 * time.Millisecond), Mount: "m", Op: "read", Ns: 50 * us})
+		}
+		return out
+	}
+	// strokes counts the paths stroked in the p50 series' colour: its
+	// line segments and its legend thumbnail.
+	strokes := func(lines []measure.LogLine) int {
+		r := aggregate(t, Options{}, encodeLog(t, lines))
+		path := filepath.Join(t.TempDir(), "time.svg")
+		if err := WriteTimeChart(r, path); err != nil {
+			t.Fatal(err)
+		}
+		svg, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(svg), "stroke:#1F77B4")
+	}
+	// Two bursts of 10 s back to back, then two with a minute between.
+	joined := strokes(append(burst(t0), burst(t0.Add(10*time.Second))...))
+	gapped := strokes(append(burst(t0), burst(t0.Add(70*time.Second))...))
+	if gapped != joined+1 {
+		t.Errorf("p50 strokes: %d with a gap, %d without; want one line more with the gap", gapped, joined)
 	}
 }
