@@ -56,7 +56,7 @@ func TestGocryptfsArgs(t *testing.T) {
 func TestGocryptfsHabits(t *testing.T) {
 	pf := writePassfile(t, "habit pass")
 	lower := filepath.Join(tempDir(t), "lower")
-	args := []string{"-init", "-passfile", pf, "-q", "-kdf", "argon2id", "-kdf-time", "1", "-kdf-memory", "8192", "-kdf-threads", "1", lower}
+	args := []string{"-init", "-passfile", pf, "-q", "-kdf", "argon2id", "-kdf-time", "5", "-kdf-memory", "7168", "-kdf-threads", "1", lower}
 	twincrypt(t, "", args...).expectExit(t, 0, "twincrypt "+strings.Join(args, " "))
 	if _, err := os.Stat(filepath.Join(lower, "twincrypt.conf")); err != nil {
 		t.Fatalf("no config after -init: %v", err)
