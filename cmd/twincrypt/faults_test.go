@@ -291,9 +291,10 @@ func faultErrnoString(err error) string {
 // exhaustDaemonFDs lowers the daemon's RLIMIT_NOFILE (soft and hard, with
 // prlimit(2) on the running process) to a few descriptors above what it
 // uses, then opens n4 on the mount until the daemon has none left. It
-// returns the open files (closed at cleanup) and the error of the open
-// that failed.
-func exhaustDaemonFDs(t *testing.T, m *faultMount) ([]*os.File, error) {
+// returns the open files (closed at cleanup), the error of the open that
+// failed, and restore, which gives the daemon its few descriptors back
+// (call it once the files are closed).
+func exhaustDaemonFDs(t *testing.T, m *faultMount) (open []*os.File, openErr error, restore func()) {
 	t.Helper()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.pid))
 	if err != nil {
@@ -303,7 +304,6 @@ func exhaustDaemonFDs(t *testing.T, m *faultMount) ([]*os.File, error) {
 	if err := unix.Prlimit(m.pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
 		t.Skipf("cannot lower the daemon's descriptor limit: %v", err)
 	}
-	var open []*os.File
 	t.Cleanup(func() {
 		for _, f := range open {
 			f.Close()
@@ -313,12 +313,36 @@ func exhaustDaemonFDs(t *testing.T, m *faultMount) ([]*os.File, error) {
 		f, err := os.OpenFile(filepath.Join(m.mnt, "n4"), os.O_RDWR, 0)
 		if err != nil {
 			t.Logf("%s: the daemon (limit %d, %d in use before) served %d opens", m.name, limit, len(fds), len(open))
-			return open, err
+			// An OPEN needs two descriptors for a moment (the checked
+			// O_PATH one and the reopen), so the daemon may have one
+			// left. The kernel gives out the lowest free number and
+			// refuses one at or above the limit: a limit at the lowest
+			// free number leaves none.
+			now, rerr := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.pid))
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			inUse := map[string]bool{}
+			for _, e := range now {
+				inUse[e.Name()] = true
+			}
+			free := uint64(0)
+			for inUse[strconv.FormatUint(free, 10)] {
+				free++
+			}
+			if err := unix.Prlimit(m.pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: free, Max: limit}, nil); err != nil {
+				t.Fatalf("lower the daemon's limit to its lowest free descriptor %d: %v", free, err)
+			}
+			return open, err, func() {
+				if err := unix.Prlimit(m.pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
+					t.Errorf("give the daemon its limit of %d back: %v", limit, err)
+				}
+			}
 		}
 		open = append(open, f)
 	}
 	t.Fatalf("%s: 200 opens with a daemon limit of %d descriptors all worked", m.name, limit)
-	return nil, nil
+	return nil, nil, nil
 }
 
 // faultN4 is the neighbour file the descriptor tests open: 4097 bytes.
@@ -346,13 +370,15 @@ func TestFaultDaemonOutOfFDs(t *testing.T) {
 		faultNeighbours(t, m.mnt)
 		before := faultTreeSums(t, m.mnt)
 		m.remount(t)
-		open, openErr := exhaustDaemonFDs(t, m)
+		open, openErr, restore := exhaustDaemonFDs(t, m)
 		record("open", name, openErr)
 		// At the limit: what needs a new daemon descriptor fails, what
 		// does not works.
-		_, err := os.Create(filepath.Join(m.mnt, "new"))
+		nf, err := os.Create(filepath.Join(m.mnt, "new"))
 		record("create", name, err)
-		if err != nil {
+		if err == nil {
+			nf.Close()
+		} else {
 			if _, serr := os.Lstat(filepath.Join(m.mnt, "new")); serr == nil {
 				t.Errorf("%s: failed create left the file", name)
 			}
@@ -387,6 +413,7 @@ func TestFaultDaemonOutOfFDs(t *testing.T) {
 		for _, f := range open {
 			f.Close()
 		}
+		restore()
 
 		// Everything works again; only the write above changed anything.
 		want := append([]byte{}, faultN4...)
@@ -459,7 +486,7 @@ func TestFaultAtFDLimit(t *testing.T) {
 		m := mountFaultVariant(t, name)
 		faultNeighbours(t, m.mnt)
 		m.remount(t)
-		open, _ := exhaustDaemonFDs(t, m)
+		open, _, restore := exhaustDaemonFDs(t, m)
 		_, err := os.Stat(filepath.Join(m.mnt, "dir", "n1"))
 		if err != nil && faultErrnoOf(err) != syscall.EMFILE {
 			log, _ := os.ReadFile(m.log)
@@ -474,6 +501,7 @@ func TestFaultAtFDLimit(t *testing.T) {
 		for _, f := range open[1:] {
 			f.Close()
 		}
+		restore()
 		m.finish(t)
 	}
 }
