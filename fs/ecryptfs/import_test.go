@@ -241,3 +241,13 @@ func TestImportDamagedSource(t *testing.T) {
 		t.Errorf("a.txt not imported beside the damaged files")
 	}
 }
+
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse on this machine: FUSE mount tests cannot run")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not root: the import test mounts FUSE in-process")
+	}
+}
