@@ -205,21 +205,23 @@ func (im *importer) entry1(e ecryptfs.Entry) error {
 		return nil
 	}
 	var err error
+	var count *int
 	switch {
 	case mode.IsRegular():
 		err = im.file(e)
-		im.rep.Files++
+		count = &im.rep.Files
 	case mode&fs.ModeSymlink != 0:
 		err = im.symlink(e)
-		im.rep.Symlinks++
+		count = &im.rep.Symlinks
 	default:
 		err = im.special(e)
-		im.rep.Special++
+		count = &im.rep.Special
 	}
 	if err != nil {
 		im.fail(e.Rel, err)
 		return nil
 	}
+	*count++
 	if nlink > 1 {
 		im.firstName[ino] = e.Rel
 	}
