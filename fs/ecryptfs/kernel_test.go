@@ -1,0 +1,113 @@
+package ecryptfs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
+)
+
+// kernelManifest is the manifest integration/kvm writes beside the lower
+// trees the kernel's eCryptfs made (see cipher/ecryptfs/kernel_test.go).
+type kernelManifest struct {
+	Passphrase string `json:"passphrase"`
+	Salt       string `json:"salt"`
+	Trees      []struct {
+		Name    string `json:"name"`
+		Lower   string `json:"lower"`
+		Entries []struct {
+			Path   string `json:"path"`
+			Type   string `json:"type"`
+			Mode   string `json:"mode"`
+			Size   int64  `json:"size"`
+			SHA256 string `json:"sha256"`
+			Target string `json:"target"`
+		} `json:"entries"`
+	} `json:"trees"`
+}
+
+func kernelManifests() []string {
+	cache := os.Getenv("TWINCRYPT_VM_CACHE")
+	if cache == "" {
+		cache = "/var/cache/twincrypt-vm"
+	}
+	return []string{"../../testdata/ecryptfs/manifest.json", filepath.Join(cache, "ecryptfs-reference", "manifest.json")}
+}
+
+// TestImportKernelTrees imports every kernel-written reference tree into
+// a plain directory and checks the copy against what the kernel's own
+// mount showed; the hard link of the full trees stays one.
+func TestImportKernelTrees(t *testing.T) {
+	found := 0
+	for _, mf := range kernelManifests() {
+		b, err := os.ReadFile(mf)
+		if os.IsNotExist(err) {
+			continue
+		}
+		must(t, err)
+		found++
+		var m kernelManifest
+		must(t, json.Unmarshal(b, &m))
+		salt, err := hex.DecodeString(m.Salt)
+		must(t, err)
+		kr := ecryptfs.NewKeyring()
+		must(t, kr.AddPassphrase(m.Passphrase, salt, ecryptfs.FNEKSalt))
+		for _, tr := range m.Trees {
+			t.Run(tr.Name, func(t *testing.T) {
+				src := filepath.Join(filepath.Dir(mf), tr.Lower)
+				before := snapshot(t, src)
+				dst := t.TempDir()
+				rep, err := Import(src, kr, dst, ImportOptions{Journal: filepath.Join(t.TempDir(), "journal")})
+				if err != nil {
+					t.Fatalf("%v %+v", err, rep.Failures)
+				}
+				for _, e := range tr.Entries {
+					p := filepath.Join(dst, e.Path)
+					fi, err := os.Lstat(p)
+					if err != nil {
+						t.Errorf("%s: %v", e.Path, err)
+						continue
+					}
+					mode := fmt.Sprintf("%o", fi.Mode().Perm())
+					switch e.Type {
+					case "f":
+						f, err := os.Open(p)
+						must(t, err)
+						h := sha256.New()
+						n, _ := io.Copy(h, f)
+						f.Close()
+						if got := fmt.Sprintf("%x", h.Sum(nil)); got != e.SHA256 || n != e.Size || mode != e.Mode {
+							t.Errorf("%s: %d bytes %s mode %s, the kernel showed %d bytes %s mode %s", e.Path, n, got, mode, e.Size, e.SHA256, e.Mode)
+						}
+					case "l":
+						if got, _ := os.Readlink(p); got != e.Target {
+							t.Errorf("%s: target %q, the kernel showed %q", e.Path, got, e.Target)
+						}
+					case "d":
+						if !fi.IsDir() || mode != e.Mode {
+							t.Errorf("%s: %v, the kernel showed a directory of mode %s", e.Path, fi.Mode(), e.Mode)
+						}
+					}
+				}
+				a, err1 := os.Stat(filepath.Join(dst, "size-1"))
+				h, err2 := os.Stat(filepath.Join(dst, "hardlink-to-size-1"))
+				if err1 == nil && err2 == nil && !os.SameFile(a, h) {
+					t.Errorf("hardlink-to-size-1 was imported as a copy, not a link")
+				}
+				if after := snapshot(t, src); after != before {
+					t.Errorf("the import changed the source tree")
+				}
+				t.Logf("%s: %d entries imported and checked", tr.Name, rep.Entries)
+			})
+		}
+	}
+	if found == 0 {
+		t.Skip("no kernel-written eCryptfs tree (testdata/ecryptfs or the VM cache's ecryptfs-reference): run integration/kvm's TestEcryptfsReferenceTrees")
+	}
+}
