@@ -82,6 +82,9 @@ func lowerTree(t *testing.T, fnek bool) (string, *ecryptfs.Keyring) {
 		}
 	}
 	must(t, os.Link(filepath.Join(root, enc("a.txt")), filepath.Join(root, enc("hard-a"))))
+	// eCryptfs keeps fifos and device nodes as plain lower nodes.
+	must(t, unix.Mkfifo(filepath.Join(root, enc("pipe")), 0o640))
+	must(t, unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(root, enc("pipe")), []unix.Timespec{unix.NsecToTimespec(testMtime.UnixNano()), unix.NsecToTimespec(testMtime.UnixNano())}, 0))
 	if err := unix.Setxattr(filepath.Join(root, enc("a.txt")), "user.colour", []byte("blue"), 0); err != nil {
 		t.Logf("no user xattrs on %s: %v", root, err)
 	}
@@ -148,6 +151,9 @@ func checkImported(t *testing.T, dst string) {
 	if err1 != nil || err2 != nil || !os.SameFile(a, h) {
 		t.Errorf("hard-a is not a hard link of a.txt (%v %v)", err1, err2)
 	}
+	if fi, err := os.Lstat(filepath.Join(dst, "pipe")); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 || fi.Mode().Perm() != 0o640 {
+		t.Errorf("pipe: %v, %v; want a fifo of mode 0640", fi, err)
+	}
 	buf := make([]byte, 16)
 	if n, err := unix.Getxattr(filepath.Join(dst, "a.txt"), "user.colour", buf); err == nil && string(buf[:n]) != "blue" {
 		t.Errorf("xattr user.colour = %q", buf[:n])
@@ -167,7 +173,7 @@ func TestImportToDirectory(t *testing.T) {
 				t.Fatalf("import: %v (%+v)", err, rep.Failures)
 			}
 			checkImported(t, dst)
-			if rep.Files != 4 || rep.HardLinks != 1 || rep.Symlinks != 2 || rep.Dirs != 2 || calls != rep.Entries {
+			if rep.Files != 4 || rep.Special != 1 || rep.HardLinks != 1 || rep.Symlinks != 2 || rep.Dirs != 2 || calls != rep.Entries {
 				t.Errorf("report %+v, %d progress calls", rep, calls)
 			}
 			if after := snapshot(t, src); after != before {
