@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
 )
@@ -91,5 +94,59 @@ func TestEcryptfsImportCLIDamaged(t *testing.T) {
 	r.expectExit(t, exitError, "import of a tree with a truncated file")
 	if !strings.Contains(r.stdout, "FAILED") || !strings.Contains(r.stdout, "Imported 1 files") {
 		t.Errorf("report: %s", r.stdout)
+	}
+}
+
+// ecryptfs mount serves in the foreground until twincrypt umount.
+func TestEcryptfsMountCLI(t *testing.T) {
+	requireFUSE(t)
+	lower, wrapped := ecryptfsHome(t, "pw")
+	login := writePassfile(t, "pw")
+	mnt := newMountpoint(t)
+	cmd := exec.Command(binPath, "ecryptfs", "mount", "--wrapped-passphrase", wrapped, "--login-passfile", login, lower, mnt)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if isMounted(t, mnt) {
+			twincrypt(t, "", "umount", "--lazy", mnt)
+		}
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !isMounted(t, mnt) {
+		select {
+		case err := <-exited:
+			t.Fatalf("ecryptfs mount exited: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not mounted after 60 s:\n%s", mnt, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got, err := os.ReadFile(filepath.Join(mnt, "notes.txt"))
+	if err != nil || string(got) != "my notes\n" {
+		t.Errorf("notes.txt: %q, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644); err == nil {
+		t.Errorf("a file was created on the read-only mount")
+	}
+	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("ecryptfs mount after umount: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Errorf("ecryptfs mount still running 60 s after umount")
 	}
 }
