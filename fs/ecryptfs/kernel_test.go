@@ -28,6 +28,7 @@ type kernelManifest struct {
 			Size   int64  `json:"size"`
 			SHA256 string `json:"sha256"`
 			Target string `json:"target"`
+			Mtime  int64  `json:"mtime"`
 		} `json:"entries"`
 	} `json:"trees"`
 }
@@ -75,6 +76,9 @@ func TestImportKernelTrees(t *testing.T) {
 						continue
 					}
 					mode := fmt.Sprintf("%o", fi.Mode().Perm())
+					if fi.ModTime().Unix() != e.Mtime {
+						t.Errorf("%s: mtime %d, the kernel showed %d", e.Path, fi.ModTime().Unix(), e.Mtime)
+					}
 					switch e.Type {
 					case "f":
 						f, err := os.Open(p)
