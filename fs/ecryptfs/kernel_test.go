@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
 )
 
@@ -19,18 +21,56 @@ type kernelManifest struct {
 	Passphrase string `json:"passphrase"`
 	Salt       string `json:"salt"`
 	Trees      []struct {
-		Name    string `json:"name"`
-		Lower   string `json:"lower"`
-		Entries []struct {
-			Path   string `json:"path"`
-			Type   string `json:"type"`
-			Mode   string `json:"mode"`
-			Size   int64  `json:"size"`
-			SHA256 string `json:"sha256"`
-			Target string `json:"target"`
-			Mtime  int64  `json:"mtime"`
-		} `json:"entries"`
+		Name    string          `json:"name"`
+		Lower   string          `json:"lower"`
+		Entries []manifestEntry `json:"entries"`
 	} `json:"trees"`
+}
+
+type manifestEntry struct {
+	Path   string `json:"path"`
+	Type   string `json:"type"`
+	Mode   string `json:"mode"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	Target string `json:"target"`
+	Mtime  int64  `json:"mtime"`
+}
+
+// checkManifest compares the plaintext tree at dst with the kernel's view.
+func checkManifest(t *testing.T, dst string, entries []manifestEntry) {
+	t.Helper()
+	for _, e := range entries {
+		p := filepath.Join(dst, e.Path)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("%s: %v", e.Path, err)
+			continue
+		}
+		mode := fmt.Sprintf("%o", fi.Mode().Perm())
+		if fi.ModTime().Unix() != e.Mtime {
+			t.Errorf("%s: mtime %d, the kernel showed %d", e.Path, fi.ModTime().Unix(), e.Mtime)
+		}
+		switch e.Type {
+		case "f":
+			f, err := os.Open(p)
+			must(t, err)
+			h := sha256.New()
+			n, _ := io.Copy(h, f)
+			f.Close()
+			if got := fmt.Sprintf("%x", h.Sum(nil)); got != e.SHA256 || n != e.Size || mode != e.Mode {
+				t.Errorf("%s: %d bytes %s mode %s, the kernel showed %d bytes %s mode %s", e.Path, n, got, mode, e.Size, e.SHA256, e.Mode)
+			}
+		case "l":
+			if got, _ := os.Readlink(p); got != e.Target {
+				t.Errorf("%s: target %q, the kernel showed %q", e.Path, got, e.Target)
+			}
+		case "d":
+			if !fi.IsDir() || mode != e.Mode {
+				t.Errorf("%s: %v, the kernel showed a directory of mode %s", e.Path, fi.Mode(), e.Mode)
+			}
+		}
+	}
 }
 
 func kernelManifests() []string {
@@ -68,37 +108,7 @@ func TestImportKernelTrees(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v %+v", err, rep.Failures)
 				}
-				for _, e := range tr.Entries {
-					p := filepath.Join(dst, e.Path)
-					fi, err := os.Lstat(p)
-					if err != nil {
-						t.Errorf("%s: %v", e.Path, err)
-						continue
-					}
-					mode := fmt.Sprintf("%o", fi.Mode().Perm())
-					if fi.ModTime().Unix() != e.Mtime {
-						t.Errorf("%s: mtime %d, the kernel showed %d", e.Path, fi.ModTime().Unix(), e.Mtime)
-					}
-					switch e.Type {
-					case "f":
-						f, err := os.Open(p)
-						must(t, err)
-						h := sha256.New()
-						n, _ := io.Copy(h, f)
-						f.Close()
-						if got := fmt.Sprintf("%x", h.Sum(nil)); got != e.SHA256 || n != e.Size || mode != e.Mode {
-							t.Errorf("%s: %d bytes %s mode %s, the kernel showed %d bytes %s mode %s", e.Path, n, got, mode, e.Size, e.SHA256, e.Mode)
-						}
-					case "l":
-						if got, _ := os.Readlink(p); got != e.Target {
-							t.Errorf("%s: target %q, the kernel showed %q", e.Path, got, e.Target)
-						}
-					case "d":
-						if !fi.IsDir() || mode != e.Mode {
-							t.Errorf("%s: %v, the kernel showed a directory of mode %s", e.Path, fi.Mode(), e.Mode)
-						}
-					}
-				}
+				checkManifest(t, dst, tr.Entries)
 				a, err1 := os.Stat(filepath.Join(dst, "size-1"))
 				h, err2 := os.Stat(filepath.Join(dst, "hardlink-to-size-1"))
 				if err1 == nil && err2 == nil && !os.SameFile(a, h) {
@@ -108,6 +118,40 @@ func TestImportKernelTrees(t *testing.T) {
 					t.Errorf("the import changed the source tree")
 				}
 				t.Logf("%s: %d entries imported and checked", tr.Name, rep.Entries)
+			})
+		}
+	}
+	if found == 0 {
+		t.Skip("no kernel-written eCryptfs tree (testdata/ecryptfs or the VM cache's ecryptfs-reference): run integration/kvm's TestEcryptfsReferenceTrees")
+	}
+}
+
+// TestMountKernelTrees mounts every kernel-written reference tree
+// read-only and checks what it shows against the kernel's view.
+func TestMountKernelTrees(t *testing.T) {
+	requireFUSE(t)
+	found := 0
+	for _, mf := range kernelManifests() {
+		b, err := os.ReadFile(mf)
+		if os.IsNotExist(err) {
+			continue
+		}
+		must(t, err)
+		found++
+		var m kernelManifest
+		must(t, json.Unmarshal(b, &m))
+		salt, err := hex.DecodeString(m.Salt)
+		must(t, err)
+		kr := ecryptfs.NewKeyring()
+		must(t, kr.AddPassphrase(m.Passphrase, salt, ecryptfs.FNEKSalt))
+		for _, tr := range m.Trees {
+			t.Run(tr.Name, func(t *testing.T) {
+				mnt := t.TempDir()
+				srv, err := Mount(filepath.Join(filepath.Dir(mf), tr.Lower), mnt, kr, MountOptions{Log: zerolog.Nop()})
+				must(t, err)
+				t.Cleanup(func() { unmount(srv) })
+				must(t, srv.WaitMount())
+				checkManifest(t, mnt, tr.Entries)
 			})
 		}
 	}
