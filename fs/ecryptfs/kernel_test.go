@@ -12,7 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/twincrypt/twincrypt/cipher/config"
 	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
+	"github.com/twincrypt/twincrypt/fs"
 )
 
 // kernelManifest is the manifest integration/kvm writes beside the lower
@@ -148,6 +150,52 @@ func TestMountKernelTrees(t *testing.T) {
 			t.Run(tr.Name, func(t *testing.T) {
 				mnt := t.TempDir()
 				srv, err := Mount(filepath.Join(filepath.Dir(mf), tr.Lower), mnt, kr, MountOptions{Log: zerolog.Nop()})
+				must(t, err)
+				t.Cleanup(func() { unmount(srv) })
+				must(t, srv.WaitMount())
+				checkManifest(t, mnt, tr.Entries)
+			})
+		}
+	}
+	if found == 0 {
+		t.Skip("no kernel-written eCryptfs tree (testdata/ecryptfs or the VM cache's ecryptfs-reference): run integration/kvm's TestEcryptfsReferenceTrees")
+	}
+}
+
+// TestImportVolumeKernelTrees imports every kernel-written tree into a new
+// twincrypt volume and checks the volume, mounted afresh, against the
+// kernel's view: from eCryptfs on disk to twincrypt on disk.
+func TestImportVolumeKernelTrees(t *testing.T) {
+	requireFUSE(t)
+	found := 0
+	for _, mf := range kernelManifests() {
+		b, err := os.ReadFile(mf)
+		if os.IsNotExist(err) {
+			continue
+		}
+		must(t, err)
+		found++
+		var m kernelManifest
+		must(t, json.Unmarshal(b, &m))
+		salt, err := hex.DecodeString(m.Salt)
+		must(t, err)
+		kr := ecryptfs.NewKeyring()
+		must(t, kr.AddPassphrase(m.Passphrase, salt, ecryptfs.FNEKSalt))
+		for _, tr := range m.Trees {
+			t.Run(tr.Name, func(t *testing.T) {
+				vol := filepath.Join(t.TempDir(), "vol")
+				pass := []byte("volume passphrase")
+				rep, err := ImportVolume(filepath.Join(filepath.Dir(mf), tr.Lower), kr, vol,
+					VolumeOptions{Passphrase: pass, Config: cheapConfig(), Log: zerolog.Nop()})
+				if err != nil {
+					t.Fatalf("%v %+v", err, rep.Failures)
+				}
+				cfg, err := config.Load(vol)
+				must(t, err)
+				master, err := cfg.Unlock(pass)
+				must(t, err)
+				mnt := t.TempDir()
+				srv, err := fs.Mount(mnt, fs.Options{Lower: vol, Config: cfg, MasterKey: master, ReadOnly: true, Log: zerolog.Nop()})
 				must(t, err)
 				t.Cleanup(func() { unmount(srv) })
 				must(t, srv.WaitMount())
