@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 )
@@ -298,4 +299,19 @@ func FuzzDecryptName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		DecryptName(s, kr)
 	})
+}
+
+// A wrapped-passphrase file written by ecryptfs-utils itself.
+func TestUnwrapEcryptfsUtilsFile(t *testing.T) {
+	data, err := os.ReadFile("testdata/wrapped-passphrase-v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnwrapPassphrase(data, "login passphrase", nil)
+	if err != nil || got != "0f1e2d3c4b5a69788796a5b4c3d2e1f0" {
+		t.Fatalf("unwrap: %q, %v", got, err)
+	}
+	if _, err := UnwrapPassphrase(data, "login passphrasE", nil); !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("wrong login passphrase: %v", err)
+	}
 }
