@@ -4,10 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
 )
 
 // The read-only mount shows the tree as the kernel's eCryptfs would:
@@ -35,5 +38,35 @@ func TestMountReadOnly(t *testing.T) {
 	}
 	if after := snapshot(t, src); after != before {
 		t.Errorf("the source changed under the read-only mount")
+	}
+}
+
+// A damaged lower file reads as EIO; a name of another key is left out;
+// the rest of the tree is served.
+func TestMountDamaged(t *testing.T) {
+	requireFUSE(t)
+	src, kr := lowerTree(t, false)
+	big := filepath.Join(src, "dir", "big")
+	fi, _ := os.Stat(big)
+	must(t, os.Truncate(big, fi.Size()-4096))
+	other, _ := ecryptfs.DeriveKey("another passphrase", ecryptfs.FNEKSalt)
+	must(t, os.WriteFile(filepath.Join(src, ecryptfs.EncryptName("foreign", other, 16)), nil, 0o644))
+	mnt := t.TempDir()
+	srv, err := Mount(src, mnt, kr, MountOptions{Log: zerolog.Nop()})
+	must(t, err)
+	t.Cleanup(func() { unmount(srv) })
+	must(t, srv.WaitMount())
+	if _, err := os.ReadFile(filepath.Join(mnt, "dir", "big")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("truncated file: %v, want EIO", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "a.txt")); err != nil || string(got) != "hello\n" {
+		t.Errorf("a.txt beside the damaged file: %q, %v", got, err)
+	}
+	des, err := os.ReadDir(mnt)
+	must(t, err)
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), ecryptfs.FNEKPrefix) || de.Name() == "foreign" {
+			t.Errorf("listed %s", de.Name())
+		}
 	}
 }
