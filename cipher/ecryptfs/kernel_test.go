@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -64,6 +65,9 @@ func TestKernelTrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		found++
+		// Git keeps neither modes (but the x bit) nor mtimes: the
+		// committed trees are checked on everything else.
+		inGit := strings.Contains(mf, "testdata/")
 		var m kernelManifest
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatalf("%s: %v", mf, err)
@@ -88,7 +92,7 @@ func TestKernelTrees(t *testing.T) {
 					if e.Err != nil {
 						return fmt.Errorf("%s: %w", e.LowerRel, e.Err)
 					}
-					got[e.Rel] = describe(t, root, e, kr)
+					got[e.Rel] = describe(t, root, e, kr, inGit)
 					return nil
 				})
 				if err != nil {
@@ -96,10 +100,14 @@ func TestKernelTrees(t *testing.T) {
 				}
 				for _, want := range tr.Entries {
 					p := filepath.ToSlash(filepath.Clean(want.Path))
-					w := fmt.Sprintf("%s %s %d %s %s", want.Type, want.Mode, want.Size, want.SHA256, want.Target)
+					mode := want.Mode
+					if inGit {
+						mode = "-"
+					}
+					w := fmt.Sprintf("%s %s %d %s %s", want.Type, mode, want.Size, want.SHA256, want.Target)
 					switch want.Type {
 					case "d":
-						w = fmt.Sprintf("d %s", want.Mode)
+						w = fmt.Sprintf("d %s", mode)
 					case "l": // the manifest gives a link its target only
 						w = "l " + want.Target
 					}
@@ -129,8 +137,11 @@ func checkSig(t *testing.T, kr *Keyring, sig string) {
 }
 
 // describe renders an entry the way the manifest does.
-func describe(t *testing.T, root string, e Entry, kr *Keyring) string {
+func describe(t *testing.T, root string, e Entry, kr *Keyring, noMode bool) string {
 	mode := fmt.Sprintf("%o", e.Info.Mode().Perm()|e.Info.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
+	if noMode {
+		mode = "-"
+	}
 	switch {
 	case e.Info.IsDir():
 		return "d " + mode
