@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -117,12 +118,20 @@ func (f *File) MetadataInXattr() bool { return f.inXattr }
 // ecryptfs_write), so a lower file that ends early was damaged and is
 // reported as ErrTruncated rather than read as zeros.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	n, _, err := f.ReadAtTimed(p, off)
+	return n, err
+}
+
+// ReadAtTimed is ReadAt that also returns the time spent reading the
+// lower file (the rest is decryption), for the measuring instrument.
+func (f *File) ReadAtTimed(p []byte, off int64) (int, time.Duration, error) {
+	var lower time.Duration
 	if off < 0 {
-		return 0, fmt.Errorf("ecryptfs: negative offset %d", off)
+		return 0, 0, fmt.Errorf("ecryptfs: negative offset %d", off)
 	}
 	size := f.hdr.PlainSize
 	if off >= size {
-		return 0, io.EOF
+		return 0, 0, io.EOF
 	}
 	want := len(p)
 	if int64(want) > size-off {
@@ -133,21 +142,23 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	for done < len(p) {
 		pos := off + int64(done)
 		extentNo := pos / ExtentSize
-		if err := f.readExtent(extentNo, ext); err != nil {
-			return done, err
+		if err := f.readExtent(extentNo, ext, &lower); err != nil {
+			return done, lower, err
 		}
 		done += copy(p[done:], ext[pos%ExtentSize:])
 	}
 	if done < want {
-		return done, io.EOF
+		return done, lower, io.EOF
 	}
-	return done, nil
+	return done, lower, nil
 }
 
 // readExtent decrypts extent extentNo into dst (ExtentSize bytes).
-func (f *File) readExtent(extentNo int64, dst []byte) error {
+func (f *File) readExtent(extentNo int64, dst []byte, lower *time.Duration) error {
 	cOff := f.dataOff + extentNo*ExtentSize
+	t0 := time.Now()
 	n, err := f.lower.ReadAt(dst, cOff)
+	*lower += time.Since(t0)
 	if n < ExtentSize {
 		if err == nil || err == io.EOF {
 			return fmt.Errorf("%w: extent %d needs bytes %d-%d, the lower file has %d of them (plaintext size %d)",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,30 +90,50 @@ are refused. The source is never written. See cipher/ecryptfs/FORMAT.md.`,
 
 func newEcryptfsMountCmd() *cobra.Command {
 	var kf ecryptfsKeyFlags
+	var instr instrFlags
 	var allowOther bool
 	cmd := &cobra.Command{
 		Use:   "mount LOWER MNT",
 		Short: "Show an eCryptfs lower directory read-only at MNT (in the foreground, until unmounted)",
-		Args:  exactArgs(2, "LOWER and MNT"),
+		Long: `Show the plaintext of the eCryptfs lower directory LOWER read-only at MNT,
+in the foreground until 'twincrypt umount MNT' or Ctrl-C. Operations are
+timed as on twincrypt's own mounts ('twincrypt stats MNT', --summary,
+--oplog, --metrics; --no-stats turns timing off).`,
+		Args: exactArgs(2, "LOWER and MNT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			lower, mnt := args[0], args[1]
+			if instr.mirror != "" {
+				return usageErrorf("--mirror is for twincrypt volumes, not for eCryptfs")
+			}
+			if err := instr.check(lower, mnt); err != nil {
+				return err
+			}
 			kr, err := kf.keyring(cmd)
 			if err != nil {
 				return err
 			}
 			log := newLogger(cmd.ErrOrStderr(), false)
-			srv, err := fsecryptfs.Mount(args[0], args[1], kr, fsecryptfs.MountOptions{AllowOther: allowOther, Log: log})
+			sigs := catchSignals()
+			defer signal.Stop(sigs)
+			in, err := startInstrument(instr, mnt, log)
 			if err != nil {
-				return mountFailedErrorf("mount %s: %v", args[1], err)
+				return err
 			}
-			if err := srv.WaitMount(); err != nil {
-				return mountFailedErrorf("mount %s: %v", args[1], err)
+			srv, err := fsecryptfs.Mount(lower, mnt, kr, fsecryptfs.MountOptions{Recorder: in.rec, AllowOther: allowOther, Log: log})
+			if err == nil {
+				err = srv.WaitMount()
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "eCryptfs %s mounted read-only at %s\n", args[0], args[1])
-			serveUntilUnmounted(srv, catchSignals(), args[1], &instrument{}, log, func() {})
-			return nil
+			if err != nil {
+				in.stop(io.Discard, true)
+				return mountFailedErrorf("mount %s at %s: %v", lower, mnt, err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "eCryptfs %s mounted read-only at %s\n", lower, mnt)
+			serveUntilUnmounted(srv, sigs, mnt, in, log, func() {})
+			return in.stop(cmd.ErrOrStderr(), false)
 		},
 	}
 	kf.register(cmd)
+	instr.register(cmd.Flags())
 	cmd.Flags().BoolVar(&allowOther, "allow-other", false, "let other users see the mount")
 	return cmd
 }

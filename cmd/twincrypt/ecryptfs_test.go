@@ -109,8 +109,9 @@ func TestEcryptfsMountCLI(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		if isMounted(t, mnt) {
 			twincrypt(t, "", "umount", "--lazy", mnt)
@@ -124,8 +125,8 @@ func TestEcryptfsMountCLI(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for !isMounted(t, mnt) {
 		select {
-		case err := <-exited:
-			t.Fatalf("ecryptfs mount exited: %v\n%s", err, stderr.String())
+		case <-exited:
+			t.Fatalf("ecryptfs mount exited: %v\n%s", waitErr, stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -140,11 +141,17 @@ func TestEcryptfsMountCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644); err == nil {
 		t.Errorf("a file was created on the read-only mount")
 	}
+	// The instrument is on: twincrypt stats sees the reads.
+	st := twincrypt(t, "", "stats", mnt)
+	st.expectExit(t, 0, "stats of the eCryptfs mount")
+	if !strings.Contains(st.stdout, "read") {
+		t.Errorf("stats: %s", st.stdout)
+	}
 	twincrypt(t, "", "umount", mnt).expectExit(t, 0, "umount")
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("ecryptfs mount after umount: %v\n%s", err, stderr.String())
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("ecryptfs mount after umount: %v\n%s", waitErr, stderr.String())
 		}
 	case <-time.After(60 * time.Second):
 		t.Errorf("ecryptfs mount still running 60 s after umount")

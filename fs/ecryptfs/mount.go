@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
+	"github.com/twincrypt/twincrypt/measure"
 )
 
 // A read-only view of an eCryptfs lower tree. It is a small node tree of
@@ -25,6 +26,9 @@ import (
 
 // MountOptions configure Mount.
 type MountOptions struct {
+	// Recorder times every operation, as on twincrypt's own mounts (nil:
+	// instrument off).
+	Recorder   *measure.Recorder
 	AllowOther bool
 	Log        zerolog.Logger
 	Debug      bool
@@ -34,7 +38,7 @@ type MountOptions struct {
 // read-only. Entries that cannot be decrypted are left out of listings
 // and logged; a damaged file reads as EIO.
 func Mount(lower, mnt string, kr *ecryptfs.Keyring, o MountOptions) (*fuse.Server, error) {
-	m := &mountState{lower: lower, kr: kr, log: o.Log}
+	m := &mountState{lower: lower, kr: kr, log: o.Log, rec: o.Recorder}
 	root := &node{m: m, lowerRel: ""}
 	sec := time.Second
 	return gofs.Mount(mnt, root, &gofs.Options{
@@ -50,6 +54,7 @@ type mountState struct {
 	lower string
 	kr    *ecryptfs.Keyring
 	log   zerolog.Logger
+	rec   *measure.Recorder
 }
 
 type node struct {
@@ -78,17 +83,21 @@ func (n *node) path() string { return filepath.Join(n.m.lower, n.lowerRel) }
 
 // listing maps a directory's plaintext names to lower names; names that
 // cannot be decrypted are logged and left out.
-func (n *node) listing() (map[string]string, syscall.Errno) {
+func (n *node) listing(sp *measure.Span) (map[string]string, syscall.Errno) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.names != nil {
 		return n.names, 0
 	}
+	t0 := time.Now()
 	des, err := os.ReadDir(n.path())
+	sp.AddLower(time.Since(t0))
 	if err != nil {
 		return nil, gofs.ToErrno(err)
 	}
 	names := make(map[string]string, len(des))
+	t0 = time.Now()
+	defer func() { sp.AddCrypto(time.Since(t0)) }()
 	for _, de := range des {
 		plain, err := ecryptfs.DecryptName(de.Name(), n.m.kr)
 		if err != nil {
@@ -101,8 +110,10 @@ func (n *node) listing() (map[string]string, syscall.Errno) {
 	return names, 0
 }
 
-func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	names, errno := n.listing()
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ino *gofs.Inode, errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpLookup, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
+	names, errno := n.listing(sp)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -112,21 +123,27 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	}
 	child := &node{m: n.m, lowerRel: filepath.Join(n.lowerRel, lowerName), size: -1}
 	var st syscall.Stat_t
-	if err := syscall.Lstat(child.path(), &st); err != nil {
+	t0 := time.Now()
+	err := syscall.Lstat(child.path(), &st)
+	sp.AddLower(time.Since(t0))
+	if err != nil {
 		return nil, gofs.ToErrno(err)
 	}
-	if errno := child.fill(&st, &out.Attr); errno != 0 {
+	if errno := child.fill(&st, &out.Attr, sp); errno != 0 {
 		return nil, errno
 	}
 	return n.NewInode(ctx, child, gofs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: st.Ino}), 0
 }
 
-func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	names, errno := n.listing()
+func (n *node) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpReaddir, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
+	names, errno := n.listing(sp)
 	if errno != 0 {
 		return nil, errno
 	}
 	entries := make([]fuse.DirEntry, 0, len(names))
+	t0 := time.Now()
 	for plain, lower := range names {
 		var st syscall.Stat_t
 		if err := syscall.Lstat(filepath.Join(n.path(), lower), &st); err != nil {
@@ -134,23 +151,24 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 		}
 		entries = append(entries, fuse.DirEntry{Name: plain, Mode: st.Mode, Ino: st.Ino})
 	}
+	sp.AddLower(time.Since(t0))
 	return gofs.NewListDirStream(entries), 0
 }
 
 // fill sets the plaintext attributes: the lower inode's, with the size
 // from the header for files and the decrypted target's length for links.
-func (n *node) fill(st *syscall.Stat_t, out *fuse.Attr) syscall.Errno {
+func (n *node) fill(st *syscall.Stat_t, out *fuse.Attr, sp *measure.Span) syscall.Errno {
 	out.FromStat(st)
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
-		size, err := n.plainSize()
+		size, err := n.plainSize(sp)
 		if err != nil {
 			n.m.log.Warn().Str("lower", n.lowerRel).Err(err).Msg("unreadable header")
 			return syscall.EIO
 		}
 		out.Size = uint64(size)
 	case syscall.S_IFLNK:
-		t, errno := n.target()
+		t, errno := n.target(sp)
 		if errno != 0 {
 			return errno
 		}
@@ -160,12 +178,15 @@ func (n *node) fill(st *syscall.Stat_t, out *fuse.Attr) syscall.Errno {
 	return 0
 }
 
-func (n *node) plainSize() (int64, error) {
+func (n *node) plainSize(sp *measure.Span) (int64, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.size >= 0 || n.sizeErr != nil {
 		return n.size, n.sizeErr
 	}
+	// Header read and FEK unwrapped: counted as crypto.
+	t0 := time.Now()
+	defer func() { sp.AddCrypto(time.Since(t0)) }()
 	f, fd, err := ecryptfs.OpenPath(n.path(), n.m.kr)
 	if err != nil {
 		n.sizeErr = err
@@ -176,12 +197,16 @@ func (n *node) plainSize() (int64, error) {
 	return n.size, nil
 }
 
-func (n *node) target() ([]byte, syscall.Errno) {
+func (n *node) target(sp *measure.Span) ([]byte, syscall.Errno) {
+	t0 := time.Now()
 	t, err := os.Readlink(n.path())
+	sp.AddLower(time.Since(t0))
 	if err != nil {
 		return nil, gofs.ToErrno(err)
 	}
+	t0 = time.Now()
 	plain, err := ecryptfs.DecryptName(t, n.m.kr)
+	sp.AddCrypto(time.Since(t0))
 	if err != nil {
 		n.m.log.Warn().Str("lower", n.lowerRel).Err(err).Msg("unreadable link target")
 		return nil, syscall.EIO
@@ -189,15 +214,24 @@ func (n *node) target() ([]byte, syscall.Errno) {
 	return []byte(plain), 0
 }
 
-func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpGetattr, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
 	var st syscall.Stat_t
-	if err := syscall.Lstat(n.path(), &st); err != nil {
+	t0 := time.Now()
+	err := syscall.Lstat(n.path(), &st)
+	sp.AddLower(time.Since(t0))
+	if err != nil {
 		return gofs.ToErrno(err)
 	}
-	return n.fill(&st, &out.Attr)
+	return n.fill(&st, &out.Attr, sp)
 }
 
-func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) { return n.target() }
+func (n *node) Readlink(ctx context.Context) (t []byte, errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpReadlink, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
+	return n.target(sp)
+}
 
 type handle struct {
 	f  *ecryptfs.File
@@ -211,11 +245,15 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+func (n *node) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fl uint32, errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpOpen, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	t0 := time.Now()
 	f, fd, err := ecryptfs.OpenPath(n.path(), n.m.kr)
+	sp.AddCrypto(time.Since(t0))
 	if err != nil {
 		n.m.log.Warn().Str("lower", n.lowerRel).Err(err).Msg("open")
 		return nil, 0, syscall.EIO
@@ -223,12 +261,18 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	return &handle{f: f, fd: fd}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-func (n *node) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (n *node) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (rr fuse.ReadResult, errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpRead, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
 	h, ok := fh.(*handle)
 	if !ok {
 		return nil, syscall.EBADF
 	}
-	k, err := h.f.ReadAt(dest, off)
+	t0 := time.Now()
+	k, lower, err := h.f.ReadAtTimed(dest, off)
+	sp.AddLower(lower)
+	sp.AddCrypto(time.Since(t0) - lower)
+	sp.SetIO(off, k)
 	if err != nil && !errors.Is(err, io.EOF) {
 		n.m.log.Warn().Str("lower", n.lowerRel).Err(err).Msg("read")
 		return nil, syscall.EIO
@@ -238,8 +282,12 @@ func (n *node) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off in
 
 // Getxattr and Listxattr show the lower entry's user.* xattrs but
 // eCryptfs's own header.
-func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint32, errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpGetxattr, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
+	t0 := time.Now()
 	xs, err := lowerXattrs(n.path())
+	sp.AddLower(time.Since(t0))
 	if err != nil {
 		return 0, gofs.ToErrno(err)
 	}
@@ -253,8 +301,12 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	return uint32(copy(dest, v)), 0
 }
 
-func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno syscall.Errno) {
+	sp := n.m.rec.Start(measure.OpListxattr, n.StableAttr().Ino)
+	defer func() { sp.End(errno) }()
+	t0 := time.Now()
 	xs, err := lowerXattrs(n.path())
+	sp.AddLower(time.Since(t0))
 	if err != nil {
 		return 0, gofs.ToErrno(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
+	"github.com/twincrypt/twincrypt/measure"
 )
 
 // The read-only mount shows the tree as the kernel's eCryptfs would:
@@ -68,5 +69,27 @@ func TestMountDamaged(t *testing.T) {
 		if strings.HasPrefix(de.Name(), ecryptfs.FNEKPrefix) || de.Name() == "foreign" {
 			t.Errorf("listed %s", de.Name())
 		}
+	}
+}
+
+// With a recorder the mount is measured like twincrypt's own: every
+// lookup and read counted, the bytes read, decryption time apart.
+func TestMountInstrument(t *testing.T) {
+	requireFUSE(t)
+	src, kr := lowerTree(t, true)
+	mnt := t.TempDir()
+	rec := measure.NewRecorder(mnt)
+	srv, err := Mount(src, mnt, kr, MountOptions{Log: zerolog.Nop(), Recorder: rec})
+	must(t, err)
+	t.Cleanup(func() { unmount(srv) })
+	must(t, srv.WaitMount())
+	got, err := os.ReadFile(filepath.Join(mnt, "dir", "big"))
+	must(t, err)
+	ops := map[string]measure.Stats{}
+	for _, s := range rec.Snapshot().Ops {
+		ops[s.Op] = s
+	}
+	if ops["lookup"].Count < 2 || ops["read"].Count < 1 || ops["read"].Bytes != int64(len(got)) || ops["read"].CryptoNs <= 0 {
+		t.Errorf("recorded ops %+v", ops)
 	}
 }
