@@ -5,7 +5,6 @@
 package ecryptfs
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"errors"
@@ -123,24 +122,22 @@ type importer struct {
 
 func loadJournal(path string) (map[string]bool, error) {
 	done := map[string]bool{}
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return done, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("import: journal: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// A line cut short by a crash has no newline and is not an entry;
-		// Scanner hands it over anyway, so only whole records count.
-		if rel, ok := strings.CutPrefix(sc.Text(), journalDone); ok {
+	lines := strings.Split(string(b), "\n")
+	// The last piece is "" after a whole last line, or a line a crash cut
+	// short, which must not count (it could name a shorter path).
+	for _, l := range lines[:len(lines)-1] {
+		if rel, ok := strings.CutPrefix(l, journalDone); ok {
 			done[unquote(rel)] = true
 		}
 	}
-	return done, sc.Err()
+	return done, nil
 }
 
 // Paths go into the journal with \n and \\ escaped, so one line is one path.

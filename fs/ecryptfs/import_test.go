@@ -257,3 +257,15 @@ func requireFUSE(t *testing.T) {
 		t.Skip("not root: the import test mounts FUSE in-process")
 	}
 }
+
+// A journal line cut short by a crash does not count: "ok\tdir/bi" must
+// not mark anything done, whole lines must.
+func TestJournalCutLine(t *testing.T) {
+	j := filepath.Join(t.TempDir(), "journal")
+	must(t, os.WriteFile(j, []byte("ok\ta.txt\nok\tline\\nwith newline\nok\tdir/bi"), 0o600))
+	done, err := loadJournal(j)
+	must(t, err)
+	if len(done) != 2 || !done["a.txt"] || !done["line\nwith newline"] || done["dir/bi"] {
+		t.Fatalf("journal read as %v", done)
+	}
+}
