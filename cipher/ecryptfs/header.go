@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // File header (fs/ecryptfs/crypto.c, ecryptfs_write_headers_virt), at the
@@ -150,6 +151,8 @@ func rootIV(fek []byte) [md5.Size]byte { return md5.Sum(fek) }
 func extentIV(root *[md5.Size]byte, extentNo int64) [md5.Size]byte {
 	var src [md5.Size + 16]byte
 	copy(src[:], root[:])
-	copy(src[md5.Size:md5.Size+15], fmt.Sprintf("%d", extentNo)) // snprintf(...,16,...) keeps 15 digits
+	// snprintf(..., 16, "%lld", ...) keeps at most 15 digits.
+	var num [20]byte
+	copy(src[md5.Size:md5.Size+15], strconv.AppendInt(num[:0], extentNo, 10))
 	return md5.Sum(src[:])
 }
