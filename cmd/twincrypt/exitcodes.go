@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/ecryptfs"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
 	"github.com/twincrypt/twincrypt/cipher/luks"
 	"github.com/twincrypt/twincrypt/fs"
@@ -60,6 +61,7 @@ var exitTable = []struct {
 	{config.ErrWrongPassphrase, exitWrongPassphrase},
 	{errWrongMasterKey, exitWrongPassphrase},
 	{luks.ErrWrongPassphrase, exitWrongPassphrase},
+	{ecryptfs.ErrWrongPassphrase, exitWrongPassphrase},
 	{luks.ErrCorruptHeader, exitConfigInvalid},
 	{errMountpoint, exitMountpoint},
 	// Refused before mounting: --mirror names the wrong directory.

@@ -133,6 +133,7 @@ Quick start:
 		newSpeedCmd(),
 		newBlockdevCmd(),
 		newManCmd(),
+		newEcryptfsCmd(),
 	)
 	// Added now rather than by Execute, so that the command list (the
 	// mount helper form checks it) has it.
