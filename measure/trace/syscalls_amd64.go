@@ -1,0 +1,101 @@
+//go:build linux && amd64
+
+package trace
+
+import "golang.org/x/sys/unix"
+
+// fsSyscall is a filesystem system call: its name, as strace names it,
+// and how its target is found.
+type fsSyscall struct {
+	name  string
+	class uint32
+}
+
+// fsSyscalls are the system calls timed, by number (x86-64). The list is
+// the calls an application makes on files; mmap'ed I/O, io_uring and
+// calls that only test permissions (access, faccessat) are not in it.
+var fsSyscalls = map[int]fsSyscall{
+	unix.SYS_READ:            {"read", classFd},
+	unix.SYS_WRITE:           {"write", classFd},
+	unix.SYS_PREAD64:         {"pread64", classFd},
+	unix.SYS_PWRITE64:        {"pwrite64", classFd},
+	unix.SYS_READV:           {"readv", classFd},
+	unix.SYS_WRITEV:          {"writev", classFd},
+	unix.SYS_PREADV:          {"preadv", classFd},
+	unix.SYS_PWRITEV:         {"pwritev", classFd},
+	unix.SYS_PREADV2:         {"preadv2", classFd},
+	unix.SYS_PWRITEV2:        {"pwritev2", classFd},
+	unix.SYS_LSEEK:           {"lseek", classFd},
+	unix.SYS_FSTAT:           {"fstat", classFd},
+	unix.SYS_FSYNC:           {"fsync", classFd},
+	unix.SYS_FDATASYNC:       {"fdatasync", classFd},
+	unix.SYS_SYNCFS:          {"syncfs", classFd},
+	unix.SYS_SYNC_FILE_RANGE: {"sync_file_range", classFd},
+	unix.SYS_FTRUNCATE:       {"ftruncate", classFd},
+	unix.SYS_FALLOCATE:       {"fallocate", classFd},
+	unix.SYS_FADVISE64:       {"fadvise64", classFd},
+	unix.SYS_GETDENTS:        {"getdents", classFd},
+	unix.SYS_GETDENTS64:      {"getdents64", classFd},
+	unix.SYS_CLOSE:           {"close", classFd},
+	unix.SYS_FCHMOD:          {"fchmod", classFd},
+	unix.SYS_FCHOWN:          {"fchown", classFd},
+	unix.SYS_FGETXATTR:       {"fgetxattr", classFd},
+	unix.SYS_FSETXATTR:       {"fsetxattr", classFd},
+	unix.SYS_FLISTXATTR:      {"flistxattr", classFd},
+	unix.SYS_FREMOVEXATTR:    {"fremovexattr", classFd},
+	unix.SYS_FSTATFS:         {"fstatfs", classFd},
+	unix.SYS_FLOCK:           {"flock", classFd},
+	unix.SYS_FCNTL:           {"fcntl", classFd},
+	unix.SYS_IOCTL:           {"ioctl", classFd},
+	unix.SYS_COPY_FILE_RANGE: {"copy_file_range", classFd},
+
+	unix.SYS_OPEN:    {"open", classOpen},
+	unix.SYS_OPENAT:  {"openat", classOpen},
+	unix.SYS_OPENAT2: {"openat2", classOpen},
+	unix.SYS_CREAT:   {"creat", classOpen},
+
+	unix.SYS_STAT:          {"stat", classPath},
+	unix.SYS_LSTAT:         {"lstat", classPath},
+	unix.SYS_NEWFSTATAT:    {"newfstatat", classPath},
+	unix.SYS_STATX:         {"statx", classPath},
+	unix.SYS_READLINK:      {"readlink", classPath},
+	unix.SYS_READLINKAT:    {"readlinkat", classPath},
+	unix.SYS_UNLINK:        {"unlink", classPath},
+	unix.SYS_UNLINKAT:      {"unlinkat", classPath},
+	unix.SYS_MKDIR:         {"mkdir", classPath},
+	unix.SYS_MKDIRAT:       {"mkdirat", classPath},
+	unix.SYS_RMDIR:         {"rmdir", classPath},
+	unix.SYS_RENAME:        {"rename", classPath},
+	unix.SYS_RENAMEAT:      {"renameat", classPath},
+	unix.SYS_RENAMEAT2:     {"renameat2", classPath},
+	unix.SYS_LINK:          {"link", classPath},
+	unix.SYS_LINKAT:        {"linkat", classPath},
+	unix.SYS_SYMLINK:       {"symlink", classPath},
+	unix.SYS_SYMLINKAT:     {"symlinkat", classPath},
+	unix.SYS_MKNOD:         {"mknod", classPath},
+	unix.SYS_MKNODAT:       {"mknodat", classPath},
+	unix.SYS_CHMOD:         {"chmod", classPath},
+	unix.SYS_FCHMODAT:      {"fchmodat", classPath},
+	unix.SYS_FCHMODAT2:     {"fchmodat2", classPath},
+	unix.SYS_CHOWN:         {"chown", classPath},
+	unix.SYS_LCHOWN:        {"lchown", classPath},
+	unix.SYS_FCHOWNAT:      {"fchownat", classPath},
+	unix.SYS_TRUNCATE:      {"truncate", classPath},
+	unix.SYS_UTIME:         {"utime", classPath},
+	unix.SYS_UTIMES:        {"utimes", classPath},
+	unix.SYS_UTIMENSAT:     {"utimensat", classPath},
+	unix.SYS_FUTIMESAT:     {"futimesat", classPath},
+	unix.SYS_GETXATTR:      {"getxattr", classPath},
+	unix.SYS_LGETXATTR:     {"lgetxattr", classPath},
+	unix.SYS_SETXATTR:      {"setxattr", classPath},
+	unix.SYS_LSETXATTR:     {"lsetxattr", classPath},
+	unix.SYS_LISTXATTR:     {"listxattr", classPath},
+	unix.SYS_LLISTXATTR:    {"llistxattr", classPath},
+	unix.SYS_REMOVEXATTR:   {"removexattr", classPath},
+	unix.SYS_LREMOVEXATTR:  {"lremovexattr", classPath},
+	unix.SYS_GETXATTRAT:    {"getxattrat", classPath},
+	unix.SYS_SETXATTRAT:    {"setxattrat", classPath},
+	unix.SYS_LISTXATTRAT:   {"listxattrat", classPath},
+	unix.SYS_REMOVEXATTRAT: {"removexattrat", classPath},
+	unix.SYS_STATFS:        {"statfs", classPath},
+}
