@@ -23,10 +23,11 @@ type offsets struct {
 	reqFm, fmFc, fcDev, reqUnique, reqOpcode, reqError int32
 	// The descriptor walk: current->files->fdt->fd[n]->f_inode->i_sb->s_dev.
 	taskFiles, filesFdt, fdtMaxFds, fdtFd, fileInode, inodeSb, sbDev int32
-	// The LSM hooks' arguments: path->dentry, dentry->d_sb.
-	pathDentry, dentrySb int32
-	// struct pt_regs: a system call's first argument (x86-64: rdi).
-	regsArg0 int32
+	// The working directory's device: current->fs->pwd.dentry->d_sb.
+	taskFs, fsPwd, pathDentry, dentrySb int32
+	// struct pt_regs: a system call's arguments (x86-64: rdi, rsi, rdx,
+	// r10, r8, r9).
+	regsArg [6]int32
 	// struct task_struct: tgid, for the fork that adds a child.
 	taskTgid int32
 	// Block: the dev block:block_rq_issue prints,
@@ -59,9 +60,13 @@ func loadOffsets(spec *btf.Spec) (offsets, error) {
 	f(&o.fileInode, "file", "f_inode")
 	f(&o.inodeSb, "inode", "i_sb")
 	f(&o.sbDev, "super_block", "s_dev")
+	f(&o.taskFs, "task_struct", "fs")
+	f(&o.fsPwd, "fs_struct", "pwd")
 	f(&o.pathDentry, "path", "dentry")
 	f(&o.dentrySb, "dentry", "d_sb")
-	f(&o.regsArg0, "pt_regs", "di")
+	for i, r := range []string{"di", "si", "dx", "r10", "r8", "r9"} {
+		f(&o.regsArg[i], "pt_regs", r)
+	}
 	f(&o.taskTgid, "task_struct", "tgid")
 	f(&o.rqQ, "request", "q")
 	f(&o.qDisk, "request_queue", "disk")

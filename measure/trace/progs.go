@@ -27,6 +27,10 @@ import (
 //	fp-64  u64 elapsed ns
 //	fp-72  u64 a return value or error
 //	fp-80  u64 a saved device
+//	fp-88  u64 a syscall's class word (see classWord)
+//	fp-96  u64 a stat's buffer (user address)
+//	fp-120 24-byte value: in-flight syscall {u64 start; u32 nr; u32 dev;
+//	       u64 stat buffer}
 const (
 	stScratch = -8
 	stKey8    = -16
@@ -36,6 +40,9 @@ const (
 	stDelta   = -64
 	stRet     = -72
 	stDev     = -80
+	stClass   = -88
+	stAux     = -96
+	stVal24   = -120
 )
 
 // Histogram kinds, the first word of a histogram key.
@@ -52,9 +59,27 @@ const errFlag = 0x10000
 const (
 	classNone = 0
 	classFd   = 1 // first argument is a descriptor: resolved at entry
-	classPath = 2 // a path: an LSM hook (fentry) names the device
-	classOpen = 3 // returns a descriptor: resolved at exit, hooks before
+	classPath  = 2 // a path: its starting directory's device
+	classOpen  = 3 // a path, and the new descriptor's device at exit
+	classStat  = 4 // a path, and the st_dev of the struct stat it fills
+	classStatx = 5 // a path, and the stx_dev of the struct statx it fills
 )
+
+// noArg marks an argument a class word does not have.
+const noArg = 0xff
+
+// classWord is a syscall's fsnr entry: its class, and the offsets in
+// struct pt_regs of its dirfd, path and stat-buffer arguments (noArg
+// when it has none) in bits 8, 16 and 24.
+func classWord(o offsets, class uint32, dirfd, path, buf int) uint32 {
+	off := func(i int) uint32 {
+		if i < 0 {
+			return noArg
+		}
+		return uint32(o.regsArg[i])
+	}
+	return class | off(dirfd)<<8 | off(path)<<16 | off(buf)<<24
+}
 
 // maxSyscall bounds the syscall numbers the fsnr array covers.
 const maxSyscall = 512
@@ -256,9 +281,11 @@ func (b *builder) now() {
 
 // sysEnter: raw tracepoint raw_syscalls:sys_enter, TP_PROTO(struct
 // pt_regs *regs, long id): ctx[0] = regs, ctx[1] = id. For a filesystem
-// syscall of a traced process it stores {start, nr, dev} under the
-// thread's pid_tgid; dev is known now for descriptor calls (classFd), set
-// by an LSM hook for path calls, or found at exit for opens.
+// syscall of a traced process it stores {start, nr, dev, statbuf} under
+// the thread's pid_tgid. dev is the descriptor's device for classFd; for
+// a call with a path, the device of the directory a relative path starts
+// from (its dirfd, or the working directory), 0 for an absolute path.
+// sysExit may correct it: an open's new descriptor, a stat's st_dev.
 func sysEnter(o offsets, filter bool) asm.Instructions {
 	b := &builder{name: "sys_enter"}
 	out := "sys_enter_out"
@@ -286,24 +313,96 @@ func sysEnter(o offsets, filter bool) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, out),
 		asm.LoadMem(asm.R8, asm.R0, 0, asm.Word),
 		asm.JEq.Imm(asm.R8, classNone, out),
+		asm.StoreMem(asm.RFP, stClass, asm.R8, asm.DWord),
 		asm.Mov.Imm(asm.R9, 0),
+		asm.StoreMem(asm.RFP, stAux, asm.R9, asm.DWord),
 	)
-	store := b.label()
-	b.emit(asm.JNE.Imm(asm.R8, classFd, store))
-	b.emit(asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord))
-	b.read(asm.R9, asm.R1, o.regsArg0, asm.DWord, out)
+	store, pathCase, noDev, cwd, statBuf := b.label(), b.label(), b.label(), b.label(), b.label()
+	b.emit(
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.And.Imm(asm.R1, 0xff),
+		asm.JNE.Imm(asm.R1, classFd, pathCase),
+		asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord),
+	)
+	b.read(asm.R9, asm.R1, o.regsArg[0], asm.DWord, out)
 	b.fdDev(o, asm.R9, asm.R8, asm.R9, out)
+	b.emit(asm.Ja.Label(store))
+
+	// A path: absolute, or relative to dirfd or the working directory?
+	b.mark(pathCase)
+	b.emit(
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.RSh.Imm(asm.R1, 16),
+		asm.And.Imm(asm.R1, 0xff),
+		asm.JEq.Imm(asm.R1, noArg, statBuf),
+		asm.LoadMem(asm.R2, asm.R6, 0, asm.DWord),
+		asm.Add.Reg(asm.R2, asm.R1),
+	)
+	b.read(asm.R3, asm.R2, 0, asm.DWord, statBuf)
+	b.emit(
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, stScratch),
+		asm.Mov.Imm(asm.R2, 1),
+		asm.FnProbeReadUser.Call(),
+		asm.JNE.Imm(asm.R0, 0, statBuf),
+		asm.LoadMem(asm.R1, asm.RFP, stScratch, asm.Byte),
+		asm.JEq.Imm(asm.R1, '/', statBuf),
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.RSh.Imm(asm.R1, 8),
+		asm.And.Imm(asm.R1, 0xff),
+		asm.JEq.Imm(asm.R1, noArg, cwd),
+		asm.LoadMem(asm.R2, asm.R6, 0, asm.DWord),
+		asm.Add.Reg(asm.R2, asm.R1),
+	)
+	b.read(asm.R9, asm.R2, 0, asm.DWord, noDev)
+	b.emit(
+		// dirfd is an int: the register's low half, sign-extended.
+		asm.LSh.Imm(asm.R9, 32),
+		asm.ArSh.Imm(asm.R9, 32),
+		asm.JEq.Imm(asm.R9, -100, cwd), // AT_FDCWD
+	)
+	b.fdDev(o, asm.R9, asm.R8, asm.R9, noDev)
+	b.emit(asm.Ja.Label(statBuf))
+	b.mark(cwd)
+	b.emit(
+		asm.FnGetCurrentTask.Call(),
+		asm.Mov.Reg(asm.R8, asm.R0),
+	)
+	b.readPtr(asm.R8, asm.R8, o.taskFs, noDev)
+	b.readPtr(asm.R8, asm.R8, o.fsPwd+o.pathDentry, noDev)
+	b.readPtr(asm.R8, asm.R8, o.dentrySb, noDev)
+	b.read(asm.R9, asm.R8, o.sbDev, asm.Word, noDev)
+	b.emit(asm.Ja.Label(statBuf))
+	b.mark(noDev)
+	b.emit(asm.Mov.Imm(asm.R9, 0))
+
+	// A stat's buffer, for its st_dev at exit.
+	b.mark(statBuf)
+	b.emit(
+		asm.LoadMem(asm.R8, asm.RFP, stClass, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.And.Imm(asm.R1, 0xff),
+		asm.JLT.Imm(asm.R1, classStat, store),
+		asm.RSh.Imm(asm.R8, 24),
+		asm.LoadMem(asm.R2, asm.R6, 0, asm.DWord),
+		asm.Add.Reg(asm.R2, asm.R8),
+	)
+	b.read(asm.R1, asm.R2, 0, asm.DWord, store)
+	b.emit(asm.StoreMem(asm.RFP, stAux, asm.R1, asm.DWord))
+
 	b.mark(store)
 	b.emit(
-		asm.StoreMem(asm.RFP, stVal16+8, asm.R7, asm.Word),
-		asm.StoreMem(asm.RFP, stVal16+12, asm.R9, asm.Word),
+		asm.StoreMem(asm.RFP, stVal24+8, asm.R7, asm.Word),
+		asm.StoreMem(asm.RFP, stVal24+12, asm.R9, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stAux, asm.DWord),
+		asm.StoreMem(asm.RFP, stVal24+16, asm.R1, asm.DWord),
 		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(asm.RFP, stVal16, asm.R0, asm.DWord),
+		asm.StoreMem(asm.RFP, stVal24, asm.R0, asm.DWord),
 		asm.LoadMapPtr(asm.R1, 0).WithReference("sysin"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, stKey8),
 		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, stVal16),
+		asm.Add.Imm(asm.R3, stVal24),
 		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
 		asm.FnMapUpdateElem.Call(),
 	)
@@ -313,8 +412,9 @@ func sysEnter(o offsets, filter bool) asm.Instructions {
 }
 
 // sysExit: raw tracepoint raw_syscalls:sys_exit, TP_PROTO(struct pt_regs
-// *regs, long ret): ctx[1] = ret. Ends the thread's entry, resolves an
-// open's new descriptor, and records the time if the device is a target.
+// *regs, long ret): ctx[1] = ret. Ends the thread's entry, takes an
+// open's device from its new descriptor and a successful stat's from the
+// st_dev it returns, and records the time if the device is a target.
 func sysExit(o offsets) asm.Instructions {
 	b := &builder{name: "sys_exit"}
 	out := "sys_exit_out"
@@ -329,6 +429,8 @@ func sysExit(o offsets) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, out),
 		asm.LoadMem(asm.R7, asm.R0, 8, asm.Word),
 		asm.LoadMem(asm.R8, asm.R0, 12, asm.Word),
+		asm.LoadMem(asm.R1, asm.R0, 16, asm.DWord),
+		asm.StoreMem(asm.RFP, stAux, asm.R1, asm.DWord),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
 		asm.StoreMem(asm.RFP, stDev, asm.R8, asm.DWord),
 	)
@@ -339,18 +441,53 @@ func sysExit(o offsets) asm.Instructions {
 		asm.StoreMem(asm.RFP, stRet, asm.R1, asm.DWord),
 		asm.StoreMem(asm.RFP, stScratch, asm.R7, asm.Word),
 	)
-	check, keep := b.label(), b.label()
+	check, keep, stat, statx := b.label(), b.label(), b.label(), b.label()
 	b.lookup("fsnr", stScratch)
 	b.emit(
 		asm.JEq.Imm(asm.R0, 0, out),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.And.Imm(asm.R1, 0xff),
+		asm.JEq.Imm(asm.R1, classStat, stat),
+		asm.JEq.Imm(asm.R1, classStatx, statx),
 		asm.JNE.Imm(asm.R1, classOpen, check),
 		asm.LoadMem(asm.R9, asm.RFP, stRet, asm.DWord),
 	)
 	b.fdDev(o, asm.R9, asm.R8, asm.R8, keep)
 	b.emit(asm.Ja.Label(check))
 	b.mark(keep)
-	b.emit(asm.LoadMem(asm.R8, asm.RFP, stDev, asm.DWord))
+	b.emit(
+		asm.LoadMem(asm.R8, asm.RFP, stDev, asm.DWord),
+		asm.Ja.Label(check),
+	)
+
+	// struct stat's st_dev is new_encode_dev(dev): minor's low byte,
+	// major << 8, minor's high bits << 12.
+	b.mark(stat)
+	b.readUserRet(0, check)
+	b.emit(
+		asm.Mov.Reg(asm.R8, asm.R1),
+		asm.RSh.Imm(asm.R8, 8),
+		asm.And.Imm(asm.R8, 0xfff),
+		asm.LSh.Imm(asm.R8, 20),
+		asm.Mov.Reg(asm.R2, asm.R1),
+		asm.And.Imm(asm.R2, 0xff),
+		asm.Or.Reg(asm.R8, asm.R2),
+		asm.RSh.Imm(asm.R1, 12),
+		asm.And.Imm(asm.R1, 0xfff00),
+		asm.Or.Reg(asm.R8, asm.R1),
+		asm.Ja.Label(check),
+	)
+	// struct statx: stx_dev_major (u32) at 136, stx_dev_minor at 140.
+	b.mark(statx)
+	b.readUserRet(136, check)
+	b.emit(
+		asm.Mov.Reg(asm.R8, asm.R1),
+		asm.LSh.Imm(asm.R8, 44), // major's low 20 bits to the top,
+		asm.RSh.Imm(asm.R8, 24), // then down to bits 20..39
+		asm.RSh.Imm(asm.R1, 32),
+		asm.Or.Reg(asm.R8, asm.R1),
+	)
+
 	b.mark(check)
 	b.emit(asm.JEq.Imm(asm.R8, 0, out))
 	b.isTarget(asm.R8, out)
@@ -368,48 +505,22 @@ func sysExit(o offsets) asm.Instructions {
 	return b.ins
 }
 
-// The LSM hook argument a path syscall's device is read from.
-type hookArg int
-
-const (
-	argPath   hookArg = iota // const struct path *: path->dentry->d_sb->s_dev
-	argInode                 // struct inode *: inode->i_sb->s_dev
-	argDentry                // struct dentry *: dentry->d_sb->s_dev
-)
-
-// lsmHook: fentry on a security_* hook, called by the VFS inside a path
-// syscall once the path is resolved. It writes the object's device into
-// the thread's in-flight syscall entry, if there is one. ctx is the
-// hook's arguments as u64s.
-func lsmHook(o offsets, name string, argIndex int, arg hookArg) asm.Instructions {
-	b := &builder{name: name}
-	out := name + "_out"
+// readUserRet: when the syscall returned 0 and saved a buffer, r1 = the
+// u64 at buffer+off in user memory; else jump to skip (r8 untouched).
+func (b *builder) readUserRet(off int32, skip string) {
 	b.emit(
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.FnGetCurrentPidTgid.Call(),
-		asm.StoreMem(asm.RFP, stKey8, asm.R0, asm.DWord),
+		asm.LoadMem(asm.R1, asm.RFP, stRet, asm.DWord),
+		asm.JNE.Imm(asm.R1, 0, skip),
+		asm.LoadMem(asm.R3, asm.RFP, stAux, asm.DWord),
+		asm.JEq.Imm(asm.R3, 0, skip),
+		asm.Add.Imm(asm.R3, off),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, stScratch),
+		asm.Mov.Imm(asm.R2, 8),
+		asm.FnProbeReadUser.Call(),
+		asm.JNE.Imm(asm.R0, 0, skip),
+		asm.LoadMem(asm.R1, asm.RFP, stScratch, asm.DWord),
 	)
-	b.lookup("sysin", stKey8)
-	b.emit(
-		asm.JEq.Imm(asm.R0, 0, out),
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.LoadMem(asm.R7, asm.R6, int16(8*argIndex), asm.DWord),
-		asm.JEq.Imm(asm.R7, 0, out),
-	)
-	switch arg {
-	case argPath:
-		b.readPtr(asm.R7, asm.R7, o.pathDentry, out)
-		b.readPtr(asm.R7, asm.R7, o.dentrySb, out)
-	case argInode:
-		b.readPtr(asm.R7, asm.R7, o.inodeSb, out)
-	case argDentry:
-		b.readPtr(asm.R7, asm.R7, o.dentrySb, out)
-	}
-	b.read(asm.R8, asm.R7, o.sbDev, asm.Word, out)
-	b.emit(asm.StoreMem(asm.R9, 12, asm.R8, asm.Word))
-	b.mark(out)
-	b.exit0()
-	return b.ins
 }
 
 // fuseConn reads req->fm->fc->dev and req->in.h.unique (req in r6) into
@@ -610,8 +721,9 @@ func mapSpecs() map[string]*ebpf.MapSpec {
 		"procs": {Name: "tc_procs", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: 1 << 16},
 		// syscall nr -> class
 		"fsnr": {Name: "tc_fsnr", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: maxSyscall},
-		// pid_tgid -> {start ns, nr, dev}: one syscall in flight per thread
-		"sysin": {Name: "tc_sysin", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 1 << 14},
+		// pid_tgid -> {start ns, nr, dev, stat buffer}: one syscall in
+		// flight per thread
+		"sysin": {Name: "tc_sysin", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 24, MaxEntries: 1 << 14},
 		// {unique, conn, 0} -> {start ns, opcode, 0}. LRU: a request
 		// the kernel never ends (an aborted connection) ages out.
 		"fusein": {Name: "tc_fusein", Type: ebpf.LRUHash, KeySize: 16, ValueSize: 16, MaxEntries: 1 << 16},

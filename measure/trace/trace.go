@@ -71,31 +71,6 @@ type Tracer struct {
 	closed  bool
 }
 
-// lsmHooks are the security_* functions whose fentry names a path
-// syscall's device: the argument index and its type.
-var lsmHooks = []struct {
-	fn  string
-	idx int
-	arg hookArg
-}{
-	{"security_inode_getattr", 0, argPath},
-	{"security_inode_create", 0, argInode},
-	{"security_inode_mkdir", 0, argInode},
-	{"security_inode_rmdir", 0, argInode},
-	{"security_inode_unlink", 0, argInode},
-	{"security_inode_rename", 0, argInode},
-	{"security_inode_symlink", 0, argInode},
-	{"security_inode_mknod", 0, argInode},
-	{"security_inode_link", 0, argDentry},
-	{"security_inode_readlink", 0, argDentry},
-	{"security_inode_getxattr", 0, argDentry},
-	{"security_inode_listxattr", 0, argDentry},
-	{"security_inode_setattr", 1, argDentry},
-	{"security_inode_setxattr", 1, argDentry},
-	{"security_inode_removexattr", 1, argDentry},
-	{"security_sb_statfs", 0, argDentry},
-}
-
 // New loads and attaches the programs. An *Unavailable error says which
 // piece is missing; Notes lists what a partial kernel leaves untraced.
 func New(o Options) (*Tracer, error) {
@@ -125,12 +100,6 @@ func New(o Options) (*Tracer, error) {
 	raw("block_rq_complete", blockComplete())
 	if t.filter {
 		raw("sched_process_fork", processFork(off))
-	}
-	for _, h := range lsmHooks {
-		name := "h_" + strings.TrimPrefix(h.fn, "security_")
-		cs.Programs[h.fn] = &ebpf.ProgramSpec{Name: trunc15(name), Type: ebpf.Tracing,
-			AttachType: ebpf.AttachTraceFEntry, AttachTo: h.fn, License: "GPL",
-			Instructions: lsmHook(off, name, h.idx, h.arg)}
 	}
 
 	// Maps first: this is where a forbidden bpf() shows, clearly.
@@ -167,17 +136,13 @@ func New(o Options) (*Tracer, error) {
 		}
 		p, err := ebpf.NewProgram(ps)
 		if err != nil {
-			if ps.Type == ebpf.Tracing {
-				t.note("fentry on " + ps.AttachTo + " unavailable: " + err.Error())
-				continue
-			}
 			t.Close()
 			return nil, &Unavailable{What: "kernel refused program " + name, Err: err}
 		}
 		coll.Programs[name] = p
 	}
 
-	if err := t.fillSyscalls(); err != nil {
+	if err := t.fillSyscalls(off); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -217,31 +182,7 @@ func New(o Options) (*Tracer, error) {
 		}
 		t.links = append(t.links, ls...)
 	}
-	hooked := 0
-	for _, h := range lsmHooks {
-		p := coll.Programs[h.fn]
-		if p == nil {
-			continue
-		}
-		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceFEntry})
-		if err != nil {
-			t.note("fentry " + h.fn + ": " + err.Error())
-			continue
-		}
-		hooked++
-		t.links = append(t.links, l)
-	}
-	if hooked == 0 {
-		t.note("path system calls (stat, unlink, ...) are not timed: no fentry hook attached")
-	}
 	return t, nil
-}
-
-func trunc15(s string) string {
-	if len(s) > 15 {
-		return s[:15]
-	}
-	return s
 }
 
 func (t *Tracer) note(s string) { t.notes = append(t.notes, s) }
@@ -249,13 +190,13 @@ func (t *Tracer) note(s string) { t.notes = append(t.notes, s) }
 // Notes are what this kernel leaves untraced (empty when all is traced).
 func (t *Tracer) Notes() []string { return t.notes }
 
-func (t *Tracer) fillSyscalls() error {
+func (t *Tracer) fillSyscalls(o offsets) error {
 	m := t.coll.Maps["fsnr"]
 	for nr, sc := range fsSyscalls {
 		if nr >= maxSyscall {
 			continue
 		}
-		if err := m.Put(uint32(nr), sc.class); err != nil {
+		if err := m.Put(uint32(nr), classWord(o, sc.class, sc.dirfd, sc.path, sc.buf)); err != nil {
 			return fmt.Errorf("trace: filling syscall table: %w", err)
 		}
 	}
