@@ -71,7 +71,7 @@ func (s Series) Hist() *hdrhistogram.Histogram {
 	h := hdrhistogram.New(histLowestNs, histHighestNs, 3)
 	for b, n := range s.buckets {
 		lo, hi := bucketRange(b)
-		v := min(max((lo+hi)/2, histLowestNs), histHighestNs)
+		v := min(max(lo+(hi-lo)/2, histLowestNs), histHighestNs)
 		_ = h.RecordValues(v, n)
 	}
 	return h

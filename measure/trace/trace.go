@@ -32,9 +32,11 @@ import (
 
 // Options choose what a Tracer follows.
 type Options struct {
-	// Pids are the workload's processes; a child they fork is followed
-	// from its birth. Empty: every process on the machine.
+	// Pids are the workload's processes (more can be added with
+	// AddProcess); a child they fork is followed from its birth.
 	Pids []int
+	// AllProcesses times every process's system calls instead.
+	AllProcesses bool
 }
 
 // Unavailable says which piece kernel tracing lacks here.
@@ -85,7 +87,7 @@ func New(o Options) (*Tracer, error) {
 	if err != nil {
 		return nil, &Unavailable{What: "kernel structures differ from what the programs read", Err: err}
 	}
-	t := &Tracer{filter: len(o.Pids) > 0}
+	t := &Tracer{filter: !o.AllProcesses}
 
 	cs := &ebpf.CollectionSpec{Maps: mapSpecs(), Programs: map[string]*ebpf.ProgramSpec{}}
 	raw := func(name string, ins asm.Instructions) {
