@@ -57,8 +57,8 @@ const errFlag = 0x10000
 
 // Syscall classes in the fsnr map: how a system call's target is found.
 const (
-	classNone = 0
-	classFd   = 1 // first argument is a descriptor: resolved at entry
+	classNone  = 0
+	classFd    = 1 // first argument is a descriptor: resolved at entry
 	classPath  = 2 // a path: its starting directory's device
 	classOpen  = 3 // a path, and the new descriptor's device at exit
 	classStat  = 4 // a path, and the st_dev of the struct stat it fills
