@@ -176,7 +176,7 @@ func TestTraceFUSECountsMatchDaemon(t *testing.T) {
 					t.Errorf("no FUSE %s traced", op)
 				}
 			}
-			for _, op := range []string{"openat", "write", "read", "newfstatat"} {
+			for _, op := range []string{"openat", "write", "read", "newfstatat", "unlinkat"} {
 				s, ok := w.Find(trace.LayerSyscall, op, vol.Mnt)
 				if !ok || s.Count < 20 {
 					t.Errorf("syscall %s: %d samples on the mount, want at least 20", op, s.Count)

@@ -29,6 +29,7 @@ import (
 //	fp-80  u64 a saved device
 //	fp-88  u64 a syscall's class word (see classWord)
 //	fp-96  u64 a stat's buffer (user address)
+//	       (sysEnter uses fp-64 and fp-72 for the nr and the path)
 //	fp-120 24-byte value: in-flight syscall {u64 start; u32 nr; u32 dev;
 //	       u64 stat buffer}
 const (
@@ -43,6 +44,8 @@ const (
 	stClass   = -88
 	stAux     = -96
 	stVal24   = -120
+	stPath    = -72 // sysEnter: the path argument (user address)
+	stNr      = -64 // sysEnter: the syscall nr, kept across prefixDev
 )
 
 // Histogram kinds, the first word of a histogram key.
@@ -317,7 +320,7 @@ func sysEnter(o offsets, filter bool) asm.Instructions {
 		asm.Mov.Imm(asm.R9, 0),
 		asm.StoreMem(asm.RFP, stAux, asm.R9, asm.DWord),
 	)
-	store, pathCase, noDev, cwd, statBuf := b.label(), b.label(), b.label(), b.label(), b.label()
+	store, pathCase, noDev, cwd, statBuf, abs := b.label(), b.label(), b.label(), b.label(), b.label(), b.label()
 	b.emit(
 		asm.Mov.Reg(asm.R1, asm.R8),
 		asm.And.Imm(asm.R1, 0xff),
@@ -340,13 +343,14 @@ func sysEnter(o offsets, filter bool) asm.Instructions {
 	)
 	b.read(asm.R3, asm.R2, 0, asm.DWord, statBuf)
 	b.emit(
+		asm.StoreMem(asm.RFP, stPath, asm.R3, asm.DWord),
 		asm.Mov.Reg(asm.R1, asm.RFP),
 		asm.Add.Imm(asm.R1, stScratch),
 		asm.Mov.Imm(asm.R2, 1),
 		asm.FnProbeReadUser.Call(),
 		asm.JNE.Imm(asm.R0, 0, statBuf),
 		asm.LoadMem(asm.R1, asm.RFP, stScratch, asm.Byte),
-		asm.JEq.Imm(asm.R1, '/', statBuf),
+		asm.JEq.Imm(asm.R1, '/', abs),
 		asm.Mov.Reg(asm.R1, asm.R8),
 		asm.RSh.Imm(asm.R1, 8),
 		asm.And.Imm(asm.R1, 0xff),
@@ -372,6 +376,9 @@ func sysEnter(o offsets, filter bool) asm.Instructions {
 	b.readPtr(asm.R8, asm.R8, o.fsPwd+o.pathDentry, noDev)
 	b.readPtr(asm.R8, asm.R8, o.dentrySb, noDev)
 	b.read(asm.R9, asm.R8, o.sbDev, asm.Word, noDev)
+	b.emit(asm.Ja.Label(statBuf))
+	b.mark(abs)
+	b.prefixDev(statBuf)
 	b.emit(asm.Ja.Label(statBuf))
 	b.mark(noDev)
 	b.emit(asm.Mov.Imm(asm.R9, 0))
@@ -409,6 +416,93 @@ func sysEnter(o offsets, filter bool) asm.Instructions {
 	b.mark(out)
 	b.exit0()
 	return b.ins
+}
+
+// prefixDev sets r9 to the device of the longest target mount point that
+// is a prefix of the absolute path at stPath (0: none), comparing hashes:
+// the path is copied (255 bytes at most) and hashed byte by byte, h =
+// h*31 + c, and at every '/' and at its end the hash and length of the
+// prefix so far are looked up in the prefixes map. r7 (the syscall nr) is
+// kept; r8 is used.
+func (b *builder) prefixDev(fail string) {
+	loop, next, last, done := b.label(), b.label(), b.label(), b.label()
+	b.emit(
+		asm.StoreMem(asm.RFP, stNr, asm.R7, asm.DWord),
+		asm.Mov.Imm(asm.R9, 0),
+		asm.StoreMem(asm.RFP, stDev, asm.R9, asm.DWord),
+		asm.StoreImm(asm.RFP, stScratch, 0, asm.Word),
+	)
+	b.lookup("pathbuf", stScratch)
+	b.emit(
+		asm.JEq.Imm(asm.R0, 0, fail),
+		asm.Mov.Reg(asm.R8, asm.R0),
+		asm.Mov.Reg(asm.R1, asm.R0),
+		asm.Mov.Imm(asm.R2, pathBufSize),
+		asm.LoadMem(asm.R3, asm.RFP, stPath, asm.DWord),
+		asm.FnProbeReadUserStr.Call(),
+		asm.JSLE.Imm(asm.R0, 0, fail),
+		asm.Mov.Imm(asm.R7, 0), // i
+	)
+	b.mark(loop)
+	b.emit(
+		asm.JGE.Imm(asm.R7, pathBufSize-1, done),
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.Add.Reg(asm.R1, asm.R7),
+		asm.LoadMem(asm.R2, asm.R1, 0, asm.Byte),
+		asm.JEq.Imm(asm.R2, 0, last),
+		asm.JNE.Imm(asm.R2, '/', next),
+		asm.JEq.Imm(asm.R7, 0, next),
+	)
+	b.prefixLookup()
+	b.emit(
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.Add.Reg(asm.R1, asm.R7),
+		asm.LoadMem(asm.R2, asm.R1, 0, asm.Byte),
+	)
+	b.mark(next)
+	b.emit(
+		asm.Mul.Imm(asm.R9, 31),
+		asm.Add.Reg(asm.R9, asm.R2),
+		asm.Add.Imm(asm.R7, 1),
+		asm.Ja.Label(loop),
+	)
+	b.mark(last)
+	b.prefixLookup()
+	b.mark(done)
+	b.emit(
+		asm.LoadMem(asm.R9, asm.RFP, stDev, asm.DWord),
+		asm.LoadMem(asm.R7, asm.RFP, stNr, asm.DWord),
+	)
+}
+
+// prefixLookup looks up {hash r9, length r7} in prefixes and, if found,
+// stores its device at stDev.
+func (b *builder) prefixLookup() {
+	miss := b.label()
+	b.emit(
+		asm.StoreMem(asm.RFP, stKey16, asm.R9, asm.DWord),
+		asm.StoreMem(asm.RFP, stKey16+8, asm.R7, asm.Word),
+		asm.StoreImm(asm.RFP, stKey16+12, 0, asm.Word),
+	)
+	b.lookup("prefixes", stKey16)
+	b.emit(
+		asm.JEq.Imm(asm.R0, 0, miss),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.StoreMem(asm.RFP, stDev, asm.R1, asm.DWord),
+	)
+	b.mark(miss)
+}
+
+// pathBufSize is the per-CPU buffer an absolute path is copied to.
+const pathBufSize = 256
+
+// pathHash is prefixDev's hash of a path.
+func pathHash(p string) uint64 {
+	var h uint64
+	for i := 0; i < len(p); i++ {
+		h = h*31 + uint64(p[i])
+	}
+	return h
 }
 
 // sysExit: raw tracepoint raw_syscalls:sys_exit, TP_PROTO(struct pt_regs
@@ -729,6 +823,10 @@ func mapSpecs() map[string]*ebpf.MapSpec {
 		"fusein": {Name: "tc_fusein", Type: ebpf.LRUHash, KeySize: 16, ValueSize: 16, MaxEntries: 1 << 16},
 		// struct request * -> {start ns, dev, op}
 		"blkin": {Name: "tc_blkin", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 1 << 14},
+		// {hash, length, 0} of a target's mount point -> its device
+		"prefixes": {Name: "tc_prefixes", Type: ebpf.Hash, KeySize: 16, ValueSize: 4, MaxEntries: 256},
+		// the absolute path being matched against the prefixes
+		"pathbuf": {Name: "tc_pathbuf", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: pathBufSize, MaxEntries: 1},
 		// {kind, code, dev, bucket} -> count
 		"hist": {Name: "tc_hist", Type: ebpf.Hash, KeySize: 16, ValueSize: 8, MaxEntries: 1 << 16},
 	}

@@ -235,6 +235,19 @@ func (t *Tracer) AddTarget(path string) (Target, error) {
 			return Target{}, fmt.Errorf("trace: target %s: %w", path, err)
 		}
 	}
+	// Absolute paths are matched against the mount point as the
+	// workload would spell it: absolute, clean, symlinks resolved.
+	if abs, err := filepath.Abs(path); err == nil {
+		if real, err := filepath.EvalSymlinks(abs); err == nil && real != "/" && len(real) < pathBufSize-1 {
+			key := struct {
+				Hash     uint64
+				Len, Pad uint32
+			}{pathHash(real), uint32(len(real)), 0}
+			if err := t.coll.Maps["prefixes"].Put(key, tg.Dev); err != nil {
+				return Target{}, fmt.Errorf("trace: target %s: %w", path, err)
+			}
+		}
+	}
 	t.mu.Lock()
 	t.targets = append(t.targets, tg)
 	t.mu.Unlock()

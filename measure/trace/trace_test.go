@@ -41,8 +41,9 @@ func TestMain(m *testing.M) {
 }
 
 // workload: "DIR N". Absolute paths for stat and open (attributed by the
-// st_dev stat returns and by the new descriptor), relative ones for mkdir
-// and the failing stats (by the working directory, which is DIR).
+// st_dev stat returns and by the new descriptor) and rmdir (by the
+// target's path), relative ones for mkdir and the failing stats (by the
+// working directory, which is DIR).
 func workload(spec string) error {
 	dir, ns, _ := strings.Cut(spec, " ")
 	n, err := strconv.Atoi(ns)
@@ -75,6 +76,9 @@ func workload(spec string) error {
 			return err
 		}
 		if err := unix.Mkdir("d"+strconv.Itoa(i), 0o755); err != nil {
+			return err
+		}
+		if err := unix.Rmdir(filepath.Join(dir, "d"+strconv.Itoa(i))); err != nil {
 			return err
 		}
 		if err := unix.Stat("missing", &st); err != unix.ENOENT {
@@ -132,8 +136,8 @@ func runWorkload(t *testing.T, tr *Tracer, dir string, n int) {
 	}
 }
 
-// TestSyscallCounts: a program making exactly n stat, open, read, close
-// and mkdir calls on a native directory gives n samples of each, the n
+// TestSyscallCounts: a program making exactly n stat, open, read, close,
+// mkdir and rmdir calls on a native directory gives n samples of each, the n
 // failing stats are n errors, and the native target has no FUSE events.
 func TestSyscallCounts(t *testing.T) {
 	requireTracing(t)
@@ -158,7 +162,7 @@ func TestSyscallCounts(t *testing.T) {
 	for _, c := range []struct {
 		op           string
 		count, errno int64
-	}{{"newfstatat", 2 * n, n}, {"openat", n, 0}, {"read", n, 0}, {"close", n, 0}, {"mkdirat", n, 0}} {
+	}{{"newfstatat", 2 * n, n}, {"openat", n, 0}, {"read", n, 0}, {"close", n, 0}, {"mkdirat", n, 0}, {"unlinkat", n, 0}} {
 		s, ok := snap.Find(LayerSyscall, c.op, dir)
 		if !ok || s.Count != c.count || s.Errors != c.errno {
 			t.Errorf("%s: %d samples, %d errors; want %d, %d", c.op, s.Count, s.Errors, c.count, c.errno)
