@@ -129,6 +129,7 @@ Quick start:
 		newReportCmd(),
 		newFsckCmd(), newPasswdCmd(), newInfoCmd(), newPathCmd(),
 		newSpeedCmd(),
+		newTraceCmd(),
 		newBlockdevCmd(),
 		newManCmd(),
 	)

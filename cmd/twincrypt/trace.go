@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twincrypt/twincrypt/measure"
+	"github.com/twincrypt/twincrypt/measure/control"
+	"github.com/twincrypt/twincrypt/measure/printable"
+	"github.com/twincrypt/twincrypt/measure/trace"
+)
+
+func newTraceCmd() *cobra.Command {
+	var interval time.Duration
+	var count int
+	var pids []int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "trace [flags] TARGET...",
+		Short: "Time every operation in the kernel: syscalls, FUSE round trips, block requests",
+		Long: `Trace, with eBPF programs in the kernel, what applications wait for on each
+TARGET (a mount point or any path on a filesystem: ours, native, dm-crypt,
+eCryptfs, gocryptfs, securefs, ...):
+
+  syscall  every filesystem system call, entry to exit (stat, openat, read,
+           write, unlinkat, ...): the latency the application sees;
+  fuse     every FUSE request, queued by the kernel to replied: the round
+           trip through the transport and the daemon (FUSE targets only);
+  block    every block request, issued to completed, on the disks below
+           (block-device targets only).
+
+Every INTERVAL it prints what happened in that interval, per operation:
+count, errors, mean, p50, p99 and max. On a twincrypt mount it also asks the
+daemon for its own timing of the same interval and splits each FUSE request
+into where its microseconds go: round trip = daemon handler (of which crypto
+and lower I/O) + transport and queueing.
+
+By default every process's system calls are timed; --pid follows only the
+given processes and the children they start after tracing begins.
+
+Needs root (or CAP_BPF and CAP_PERFMON), kernel BTF and the raw_syscalls,
+fuse and block tracepoints (Linux 6.14 or later for fuse); without them it
+says in one line what is missing. Cost while attached: the syscall
+tracepoints add time to every system call of every process on the machine
+(see docs/tracing.md for the measured figures); nothing remains attached
+once trace exits.`,
+		Example: `  twincrypt trace ~/vault
+  twincrypt trace --interval 10s --count 1 ~/vault /srv/plain
+  twincrypt trace --pid $(pgrep -x tar) ~/vault`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%s needs at least one TARGET", c.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if interval <= 0 {
+				return usageErrorf("--interval must be positive")
+			}
+			tr, err := trace.New(trace.Options{Pids: pids, AllProcesses: len(pids) == 0})
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			var targets []string
+			for _, a := range args {
+				abs, err := filepath.Abs(a)
+				if err != nil {
+					return err
+				}
+				if _, err := tr.AddTarget(abs); err != nil {
+					return err
+				}
+				targets = append(targets, abs)
+			}
+			for _, n := range tr.Notes() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "trace: not traced:", n)
+			}
+			return runTrace(cmd.OutOrStdout(), tr, targets, interval, count, asJSON)
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "print every `INTERVAL`")
+	cmd.Flags().IntVar(&count, "count", 0, "stop after `N` intervals (0: until interrupted)")
+	cmd.Flags().IntSliceVar(&pids, "pid", nil, "time only the system calls of process `PID` and its new children (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per interval")
+	return cmd
+}
+
+// traceInterval is one interval of trace's output.
+type traceInterval struct {
+	Seconds float64          `json:"seconds"`
+	Targets []traceTargetOut `json:"targets"`
+}
+
+type traceTargetOut struct {
+	Target string          `json:"target"`
+	Series []trace.Series  `json:"series"`
+	Stats  []measure.Stats `json:"stats"` // the series' figures, in order
+	Where  []trace.Where   `json:"where,omitempty"`
+}
+
+func runTrace(out io.Writer, tr *trace.Tracer, targets []string, interval time.Duration, count int, asJSON bool) error {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	prev, err := tr.Snapshot()
+	if err != nil {
+		return err
+	}
+	daemonPrev := map[string]measure.Snapshot{}
+	for _, t := range targets {
+		if snap, err := control.Query(t); err == nil {
+			daemonPrev[t] = snap
+		}
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for i := 0; count == 0 || i < count; i++ {
+		stop := false
+		select {
+		case <-tick.C:
+		case <-sigs:
+			stop = true
+		}
+		cur, err := tr.Snapshot()
+		if err != nil {
+			return err
+		}
+		win := cur.Sub(prev)
+		iv := traceInterval{Seconds: cur.Taken.Sub(prev.Taken).Seconds()}
+		for _, t := range targets {
+			to := traceTargetOut{Target: t}
+			for _, s := range win.Series {
+				if s.Target == t {
+					to.Series = append(to.Series, s)
+					to.Stats = append(to.Stats, s.Stats())
+				}
+			}
+			if dp, ok := daemonPrev[t]; ok {
+				if dc, err := control.Query(t); err == nil {
+					to.Where = trace.WhereOf(win, t, measure.Deltas(dc.Ops, dp.Ops))
+					daemonPrev[t] = dc
+				}
+			}
+			iv.Targets = append(iv.Targets, to)
+		}
+		if asJSON {
+			if err := json.NewEncoder(out).Encode(iv); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(out, "%s, last %.1f s\n", cur.Taken.Format("15:04:05"), iv.Seconds)
+			for _, to := range iv.Targets {
+				fmt.Fprintf(out, "\n%s\n", printable.String(to.Target))
+				win.Table(out, to.Target)
+				if len(to.Where) > 0 {
+					fmt.Fprintln(out, "\nwhere the microseconds go (FUSE requests):")
+					trace.WhereTable(out, to.Where)
+				}
+			}
+			fmt.Fprintln(out)
+		}
+		prev = cur
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
