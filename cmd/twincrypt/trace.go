@@ -84,7 +84,17 @@ once trace exits.`,
 			for _, n := range tr.Notes() {
 				fmt.Fprintln(cmd.ErrOrStderr(), "trace: not traced:", n)
 			}
-			return runTrace(cmd.OutOrStdout(), tr, targets, interval, count, asJSON)
+			who := "every process"
+			if len(pids) > 0 {
+				who = fmt.Sprintf("processes %v and their new children", pids)
+			}
+			// Printed once the programs are attached and the first
+			// snapshots taken: from here on every operation on the
+			// targets is in the next interval.
+			ready := func() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "trace: tracing %d target(s), %s, every %s\n", len(targets), who, interval)
+			}
+			return runTrace(cmd.OutOrStdout(), tr, targets, interval, count, asJSON, ready)
 		},
 	}
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "print every `INTERVAL`")
@@ -107,7 +117,7 @@ type traceTargetOut struct {
 	Where  []trace.Where   `json:"where,omitempty"`
 }
 
-func runTrace(out io.Writer, tr *trace.Tracer, targets []string, interval time.Duration, count int, asJSON bool) error {
+func runTrace(out io.Writer, tr *trace.Tracer, targets []string, interval time.Duration, count int, asJSON bool, ready func()) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -122,6 +132,7 @@ func runTrace(out io.Writer, tr *trace.Tracer, targets []string, interval time.D
 			daemonPrev[t] = snap
 		}
 	}
+	ready()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for i := 0; count == 0 || i < count; i++ {
