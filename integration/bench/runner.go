@@ -31,6 +31,8 @@ type Config struct {
 	// Progress is told what happens (nil: nothing is shown).
 	Progress Progress
 	Machine  Machine
+	// Trace adds a traced pass after the repeats (trace.go).
+	Trace bool
 }
 
 // Results is everything a bench run found; results.json is this document.
@@ -47,6 +49,10 @@ type Results struct {
 	Workloads   []WorkloadInfo `json:"workloads"`
 	Runs        []Run          `json:"runs"`
 	Interrupted bool           `json:"interrupted,omitempty"`
+	// Traced are the runs of the traced pass (Config.Trace); TraceNote
+	// says why there was none where tracing is unavailable.
+	Traced    []TracedRun `json:"traced,omitempty"`
+	TraceNote string      `json:"trace_note,omitempty"`
 }
 
 // ResultsVersion is the version of the results.json layout.
@@ -287,6 +293,9 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 				p.Done(run, n, total)
 			}
 		}
+	}
+	if c.Trace {
+		runTraced(ctx, targets, c.Workloads, env, res, setupErr, p)
 	}
 	return res, nil
 }
