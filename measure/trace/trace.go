@@ -15,6 +15,7 @@ package trace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -394,4 +395,38 @@ func (t *Tracer) Snapshot() (Snapshot, error) {
 	}
 	sortSeries(snap.Series)
 	return snap, nil
+}
+
+// ProgramStat is the kernel's account of one of the tracer's programs:
+// how often it ran and its total run time, counted only while BPF run-time
+// statistics are on (EnableRunStats, or sysctl kernel.bpf_stats_enabled).
+type ProgramStat struct {
+	Runs  uint64
+	Total time.Duration
+}
+
+// ProgramStats returns each program's runs and run time so far, by the
+// tracepoint it is attached to: the programs' own cost per event, apart
+// from the noise of a loaded machine.
+func (t *Tracer) ProgramStats() (map[string]ProgramStat, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errors.New("trace: tracer closed")
+	}
+	out := map[string]ProgramStat{}
+	for name, p := range t.coll.Programs {
+		st, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("trace: stats of %s: %w", name, err)
+		}
+		out[name] = ProgramStat{Runs: st.RunCount, Total: st.Runtime}
+	}
+	return out, nil
+}
+
+// EnableRunStats turns on the kernel's BPF run-time statistics (for every
+// BPF program on the machine, a clock read per run) until closed.
+func EnableRunStats() (io.Closer, error) {
+	return ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 }

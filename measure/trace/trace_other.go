@@ -2,7 +2,11 @@
 
 package trace
 
-import "errors"
+import (
+	"errors"
+	"io"
+	"time"
+)
 
 // Options choose what a Tracer follows.
 type Options struct {
@@ -41,3 +45,14 @@ func (*Tracer) Targets() []Target                { return nil }
 func (*Tracer) Notes() []string                  { return nil }
 func (*Tracer) Snapshot() (Snapshot, error)      { return Snapshot{}, errPlatform }
 func (*Tracer) Close() error                     { return nil }
+
+// ProgramStat is a program's runs and run time.
+type ProgramStat struct {
+	Runs  uint64
+	Total time.Duration
+}
+
+func (*Tracer) ProgramStats() (map[string]ProgramStat, error) { return nil, errPlatform }
+
+// EnableRunStats is not available on this platform.
+func EnableRunStats() (io.Closer, error) { return nil, errPlatform }
