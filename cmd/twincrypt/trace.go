@@ -14,6 +14,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/measure"
 	"github.com/twincrypt/twincrypt/measure/control"
+	"github.com/twincrypt/twincrypt/measure/metrics"
 	"github.com/twincrypt/twincrypt/measure/printable"
 	"github.com/twincrypt/twincrypt/measure/trace"
 )
@@ -22,7 +23,8 @@ func newTraceCmd() *cobra.Command {
 	var interval time.Duration
 	var count int
 	var pids []int
-	var asJSON bool
+	var asJSON, allowRemote bool
+	var metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "trace [flags] TARGET...",
 		Short: "Time every operation in the kernel: syscalls, FUSE round trips, block requests",
@@ -46,6 +48,13 @@ and lower I/O) + transport and queueing.
 By default every process's system calls are timed; --pid follows only the
 given processes and the children they start after tracing begins.
 
+--metrics ADDR serves the kernel-side histograms to Prometheus on
+http://ADDR/metrics while tracing, as twincrypt_kernel_op_duration_seconds
+and twincrypt_kernel_op_errors_total labelled by mount (the target), layer
+(syscall, fuse, block) and op, with the buckets of the daemon's
+twincrypt_op_duration_seconds ('mount --metrics'), so both sides of a
+mount can be charted together. Loopback only unless --metrics-allow-remote.
+
 Needs root (or CAP_BPF and CAP_PERFMON), kernel BTF and the raw_syscalls,
 fuse and block tracepoints (Linux 6.14 or later for fuse); without them it
 says in one line what is missing. Cost while attached: the syscall
@@ -65,6 +74,11 @@ once trace exits.`,
 			if interval <= 0 {
 				return usageErrorf("--interval must be positive")
 			}
+			if metricsAddr != "" {
+				if err := metrics.CheckAddr(metricsAddr, allowRemote); err != nil {
+					return usageErrorf("--metrics: %v", err)
+				}
+			}
 			tr, err := trace.New(trace.Options{Pids: pids, AllProcesses: len(pids) == 0})
 			if err != nil {
 				return err
@@ -80,6 +94,14 @@ once trace exits.`,
 					return err
 				}
 				targets = append(targets, abs)
+			}
+			if metricsAddr != "" {
+				srv, err := metrics.ListenCollector(metricsAddr, trace.NewCollector(tr.Snapshot))
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				fmt.Fprintf(cmd.ErrOrStderr(), "trace: metrics on http://%s/metrics\n", srv.Addr())
 			}
 			for _, n := range tr.Notes() {
 				fmt.Fprintln(cmd.ErrOrStderr(), "trace: not traced:", n)
@@ -101,6 +123,8 @@ once trace exits.`,
 	cmd.Flags().IntVar(&count, "count", 0, "stop after `N` intervals (0: until interrupted)")
 	cmd.Flags().IntSliceVar(&pids, "pid", nil, "time only the system calls of process `PID` and its new children (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per interval")
+	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve the kernel-side histograms to Prometheus on `ADDR` (HOST:PORT, loopback)")
+	cmd.Flags().BoolVar(&allowRemote, "metrics-allow-remote", false, "let --metrics listen on an address other machines can reach")
 	return cmd
 }
 

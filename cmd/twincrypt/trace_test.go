@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,5 +138,102 @@ func TestTraceCLI(t *testing.T) {
 			t.Fatal("BPF programs still loaded after trace exited")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTraceMetricsScrapedByPrometheus: trace --metrics serves the kernel
+// side of a mount (its FUSE round trips and the workload's syscalls) and a
+// real Prometheus server, scraping it beside the daemon's own --metrics,
+// holds both with the same mount label: n CREATE round trips in the
+// kernel, n create spans in the daemon.
+func TestTraceMetricsScrapedByPrometheus(t *testing.T) {
+	requireFUSE(t)
+	const promBin = "/usr/bin/prometheus"
+	if _, err := os.Stat(promBin); err != nil {
+		t.Skipf("skipping: a real Prometheus server is needed (apt-get install prometheus): %v", err)
+	}
+	m := mountWithMetrics(t, "twin")
+	traceAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	cmd := exec.Command(binPath, "trace", "--interval", "1h", "--metrics", traceAddr, "--pid", strconv.Itoa(os.Getpid()), m.mnt)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // by pid: the tracer this test started
+	lines := bufio.NewScanner(stderr)
+	for {
+		if !lines.Scan() {
+			t.Fatalf("trace ended before tracing: %v", lines.Err())
+		}
+		if line := lines.Text(); strings.Contains(line, "kernel tracing unavailable") {
+			t.Skip(line)
+		} else if strings.HasPrefix(line, "trace: tracing") {
+			break
+		}
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	const n = 17
+	for i := 0; i < n; i++ {
+		if err := os.WriteFile(filepath.Join(m.mnt, fmt.Sprintf("p%d", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fams := parseExposition(t, httpGet(t, "http://"+traceAddr+"/metrics"))
+	c := series(fams, "twincrypt_kernel_op_duration_seconds", map[string]string{"mount": m.mnt, "layer": "fuse", "op": "CREATE"})
+	if c == nil || c.Histogram.GetSampleCount() != n {
+		t.Fatalf("kernel CREATE histogram %v, want %d samples", c, n)
+	}
+	if s := series(fams, "twincrypt_kernel_op_duration_seconds", map[string]string{"mount": m.mnt, "layer": "syscall", "op": "openat"}); s == nil || s.Histogram.GetSampleCount() < n {
+		t.Errorf("syscall openat histogram %v, want at least %d samples", s, n)
+	}
+
+	dir := tempDir(t)
+	cfg := filepath.Join(dir, "prometheus.yml")
+	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: twincrypt\n    static_configs:\n      - targets: [%q, %q]\n", m.addr, traceAddr)
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	promAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	var promOut syncBuffer
+	prom := exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
+	prom.Stdout, prom.Stderr = &promOut, &promOut
+	if err := prom.Start(); err != nil {
+		t.Fatalf("start prometheus: %v", err)
+	}
+	t.Cleanup(func() { prom.Process.Kill(); prom.Wait() }) // by pid: the server this test started
+
+	// Both sides of the mount, joined on its label, in one query.
+	q := fmt.Sprintf(`twincrypt_kernel_op_duration_seconds_count{layer="fuse",op="CREATE",mount=%q} - on(mount) twincrypt_op_duration_seconds_count{op="create",side="mount"}`, m.mnt)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var ans struct {
+			Status string `json:"status"`
+			Data   struct {
+				Result []struct {
+					Value []any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		resp, err := http.Get("http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&ans)
+			resp.Body.Close()
+		}
+		if err == nil && ans.Status == "success" && len(ans.Data.Result) == 1 && len(ans.Data.Result[0].Value) == 2 {
+			if v := ans.Data.Result[0].Value[1]; v != "0" {
+				t.Fatalf("kernel CREATEs minus daemon creates = %v, want 0", v)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus at %s never answered %s: %v %+v\n%s", promAddr, q, err, ans, lastLines(promOut.String(), 20))
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

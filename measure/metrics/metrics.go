@@ -197,8 +197,14 @@ type Server struct {
 // Listen starts serving /metrics on addr (already checked with CheckAddr)
 // from snap, with the process and Go runtime collectors alongside.
 func Listen(addr string, snap func() measure.Snapshot) (*Server, error) {
+	return ListenCollector(addr, NewCollector(snap))
+}
+
+// ListenCollector is Listen for another collector of twincrypt series
+// (kernel tracing's), with the same process and Go runtime collectors.
+func ListenCollector(addr string, c prometheus.Collector) (*Server, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(snap),
+	reg.MustRegister(c,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	ln, err := net.Listen("tcp", addr)
