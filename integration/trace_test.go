@@ -124,82 +124,91 @@ func countsDiffer(k trace.Snapshot, mnt string, d0, d1 measure.Snapshot) string 
 // TestTraceFUSECountsMatchDaemon: on our mounts, the kernel's FUSE
 // request count by opcode equals the daemon's own count for the same
 // window, and the workload's syscalls on the mount are timed; the mount
-// is unmounted mid-trace and the tracer still closes cleanly.
+// is unmounted mid-trace and the tracer still closes cleanly. On both
+// transports: /dev/fuse and FUSE over io_uring.
 func TestTraceFUSECountsMatchDaemon(t *testing.T) {
 	for _, v := range []Variant{Variants[0], Variants[2]} {
-		t.Run(v.Name, func(t *testing.T) {
-			RequireFUSE(t)
-			vol := NewVolume(t, v)
-			transport, err := fs.ParseTransport(os.Getenv(TransportEnv))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := measure.NewRecorder(vol.Mnt)
-			srv, err := MountDir(vol.Mnt, fs.Options{Lower: vol.Lower, Config: vol.Config,
-				MasterKey: vol.MasterKey, Log: zerolog.New(vol.Log), Recorder: rec, Transport: transport})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mounted := true
-			t.Cleanup(func() {
-				if mounted {
-					UnmountDir(srv, vol.Mnt)
-				}
+		for _, transport := range []string{fs.TransportDev, fs.TransportUring} {
+			t.Run(v.Name+"-"+transport, func(t *testing.T) {
+				traceFUSECounts(t, v, transport)
 			})
-			tr := startTracer(t, vol.Mnt)
-			k0, err := tr.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			d0 := rec.Snapshot()
-			fuseWorkload(t, vol.Mnt, 20)
+		}
+	}
+}
 
-			// RELEASE travels after close returns: wait for the counts to
-			// meet (the event), 60 s at most.
-			var diff string
-			var k1 trace.Snapshot
-			for deadline := time.Now().Add(60 * time.Second); ; {
-				if k1, err = tr.Snapshot(); err != nil {
-					t.Fatal(err)
-				}
-				if diff = countsDiffer(k1.Sub(k0), vol.Mnt, d0, rec.Snapshot()); diff == "" || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if diff != "" {
-				t.Errorf("kernel and daemon counts differ: %s", diff)
-			}
-			w := k1.Sub(k0)
-			for _, op := range []string{"LOOKUP", "CREATE", "WRITE", "UNLINK", "RELEASE"} {
-				if s, ok := w.Find(trace.LayerFUSE, op, vol.Mnt); !ok || s.Count == 0 {
-					t.Errorf("no FUSE %s traced", op)
-				}
-			}
-			for _, op := range []string{"openat", "write", "read", "newfstatat", "unlinkat"} {
-				s, ok := w.Find(trace.LayerSyscall, op, vol.Mnt)
-				if !ok || s.Count < 20 {
-					t.Errorf("syscall %s: %d samples on the mount, want at least 20", op, s.Count)
-				}
-			}
-			if t.Failed() {
-				for _, s := range w.Series {
-					t.Logf("%s %s %s: %d", s.Layer, s.Target, s.Op, s.Count)
-				}
-			}
+func traceFUSECounts(t *testing.T, v Variant, transport string) {
+	RequireFUSE(t)
+	vol := NewVolume(t, v)
+	rec := measure.NewRecorder(vol.Mnt)
+	srv, err := MountDir(vol.Mnt, fs.Options{Lower: vol.Lower, Config: vol.Config,
+		MasterKey: vol.MasterKey, Log: zerolog.New(vol.Log), Recorder: rec, Transport: transport})
+	if err != nil {
+		if transport == fs.TransportUring {
+			t.Skipf("no FUSE over io_uring here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			UnmountDir(srv, vol.Mnt)
+		}
+	})
+	if got := fs.TransportOf(srv).Name; got != transport {
+		t.Skipf("asked for %s, the mount runs on %s", transport, got)
+	}
+	tr := startTracer(t, vol.Mnt)
+	k0, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d0 := rec.Snapshot()
+	fuseWorkload(t, vol.Mnt, 20)
 
-			// The target goes away mid-trace; the tracer notices nothing
-			// and detaches everything on Close.
-			mounted = false
-			if err := UnmountDir(srv, vol.Mnt); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tr.Snapshot(); err != nil {
-				t.Fatal(err)
-			}
-			if err := tr.Close(); err != nil {
-				t.Fatal(err)
-			}
-		})
+	// RELEASE travels after close returns: wait for the counts to
+	// meet (the event), 60 s at most.
+	var diff string
+	var k1 trace.Snapshot
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if k1, err = tr.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		if diff = countsDiffer(k1.Sub(k0), vol.Mnt, d0, rec.Snapshot()); diff == "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if diff != "" {
+		t.Errorf("kernel and daemon counts differ: %s", diff)
+	}
+	w := k1.Sub(k0)
+	for _, op := range []string{"LOOKUP", "CREATE", "WRITE", "UNLINK", "RELEASE"} {
+		if s, ok := w.Find(trace.LayerFUSE, op, vol.Mnt); !ok || s.Count == 0 {
+			t.Errorf("no FUSE %s traced", op)
+		}
+	}
+	for _, op := range []string{"openat", "write", "read", "newfstatat", "unlinkat"} {
+		s, ok := w.Find(trace.LayerSyscall, op, vol.Mnt)
+		if !ok || s.Count < 20 {
+			t.Errorf("syscall %s: %d samples on the mount, want at least 20", op, s.Count)
+		}
+	}
+	if t.Failed() {
+		for _, s := range w.Series {
+			t.Logf("%s %s %s: %d", s.Layer, s.Target, s.Op, s.Count)
+		}
+	}
+
+	// The target goes away mid-trace; the tracer notices nothing
+	// and detaches everything on Close.
+	mounted = false
+	if err := UnmountDir(srv, vol.Mnt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
