@@ -53,6 +53,11 @@ func WriteOutputs(dir string, res *Results) ([]string, error) {
 	write(CSVFile, func(w io.Writer) error { return WriteCSV(w, res) })
 	if len(res.Traced) > 0 {
 		write(TraceFile, func(w io.Writer) error { return WriteTraceCSV(w, res) })
+		tc, err := writeSyscallsChart(dir, res)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		charts = append(charts, tc...)
 	}
 	write(ReportFile, func(w io.Writer) error { return WriteReport(w, res, charts) })
 	return append(written, charts...), errors.Join(errs...)

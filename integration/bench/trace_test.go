@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,15 @@ func TestTracedPass(t *testing.T) {
 	}
 	if !strings.Contains(report.String(), "### w1: system calls\n\n| op | a | b |") {
 		t.Errorf("report lacks the traced table:\n%s", report.String())
+	}
+	files, err := WriteOutputs(t.TempDir(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{TraceFile, SyscallsSVG, SyscallsPNG} {
+		if !slices.Contains(files, want) {
+			t.Errorf("WriteOutputs wrote %v, no %s", files, want)
+		}
 	}
 	var b bytes.Buffer
 	if err := WriteTraceCSV(&b, res); err != nil {
