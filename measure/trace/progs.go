@@ -420,7 +420,7 @@ func sysEnter(o offsets, filter bool) asm.Instructions {
 
 // prefixDev sets r9 to the device of the longest target mount point that
 // is a prefix of the absolute path at stPath (0: none), comparing hashes:
-// the path is copied (255 bytes at most) and hashed byte by byte, h =
+// the path is copied (127 bytes at most) and hashed byte by byte, h =
 // h*31 + c, and at every '/' and at its end the hash and length of the
 // prefix so far are looked up in the prefixes map. r7 (the syscall nr) is
 // kept; r8 is used.
@@ -494,7 +494,7 @@ func (b *builder) prefixLookup() {
 }
 
 // pathBufSize is the per-CPU buffer an absolute path is copied to.
-const pathBufSize = 256
+const pathBufSize = 128
 
 // pathHash is prefixDev's hash of a path.
 func pathHash(p string) uint64 {

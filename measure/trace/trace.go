@@ -239,7 +239,13 @@ func (t *Tracer) AddTarget(path string) (Target, error) {
 	// Absolute paths are matched against the mount point as the
 	// workload would spell it: absolute, clean, symlinks resolved.
 	if abs, err := filepath.Abs(path); err == nil {
-		if real, err := filepath.EvalSymlinks(abs); err == nil && real != "/" && len(real) < pathBufSize-1 {
+		real, err := filepath.EvalSymlinks(abs)
+		if err == nil && len(real) >= pathBufSize-1 {
+			t.mu.Lock()
+			t.note(fmt.Sprintf("absolute paths under %s are not matched (the programs compare %d bytes)", real, pathBufSize-2))
+			t.mu.Unlock()
+		}
+		if err == nil && real != "/" && len(real) < pathBufSize-1 {
 			key := struct {
 				Hash     uint64
 				Len, Pad uint32
