@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/rs/zerolog"
 
 	"github.com/twincrypt/twincrypt/fs"
@@ -208,7 +209,24 @@ func traceFUSECounts(t *testing.T, v Variant, transport string) {
 	if _, err := tr.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
+	ids := tr.ProgramIDs()
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for {
+			p, err := ebpf.NewProgramFromID(id)
+			if errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if err == nil {
+				p.Close()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("program %d still loaded after the target went and the tracer closed (%v)", id, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }

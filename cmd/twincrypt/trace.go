@@ -113,8 +113,9 @@ once trace exits.`,
 			// Printed once the programs are attached and the first
 			// snapshots taken: from here on every operation on the
 			// targets is in the next interval.
+			ids := tr.ProgramIDs()
 			ready := func() {
-				fmt.Fprintf(cmd.ErrOrStderr(), "trace: tracing %d target(s), %s, every %s\n", len(targets), who, interval)
+				fmt.Fprintf(cmd.ErrOrStderr(), "trace: tracing %d target(s), %s, every %s (BPF program ids %v)\n", len(targets), who, interval, ids)
 			}
 			return runTrace(cmd.OutOrStdout(), tr, targets, interval, count, asJSON, ready)
 		},

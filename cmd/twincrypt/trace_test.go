@@ -20,28 +20,37 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// tracePrograms counts the loaded BPF programs the tracer names (tc_*).
-func tracePrograms(t *testing.T) int {
+// programIDs parses the program ids of trace's ready line.
+func programIDs(t *testing.T, line string) []ebpf.ProgramID {
 	t.Helper()
-	n := 0
-	for id := ebpf.ProgramID(0); ; {
-		next, err := ebpf.ProgramGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		if info, err := p.Info(); err == nil && strings.HasPrefix(info.Name, "tc_") {
-			n++
-		}
-		p.Close()
+	_, list, ok := strings.Cut(line, "(BPF program ids [")
+	list, _, ok2 := strings.Cut(list, "])")
+	if !ok || !ok2 {
+		t.Fatalf("no program ids in %q", line)
 	}
+	var ids []ebpf.ProgramID
+	for _, f := range strings.Fields(list) {
+		n, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
+			t.Fatalf("program id %q in %q", f, line)
+		}
+		ids = append(ids, ebpf.ProgramID(n))
+	}
+	return ids
+}
+
+// programLoaded reports whether a program id is still loaded.
+func programLoaded(t *testing.T, id ebpf.ProgramID) bool {
+	t.Helper()
+	p, err := ebpf.NewProgramFromID(id)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	return true
 }
 
 // TestTraceCLI: twincrypt trace on a mount, following this test's
@@ -72,12 +81,19 @@ func TestTraceCLI(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("trace said nothing: %v", lines.Err())
 	}
-	if line := lines.Text(); !strings.HasPrefix(line, "trace: tracing 1 target(s)") {
+	line := lines.Text()
+	if !strings.HasPrefix(line, "trace: tracing 1 target(s)") {
 		if strings.Contains(line, "kernel tracing unavailable") {
 			cmd.Wait()
 			t.Skip(line)
 		}
 		t.Fatalf("trace: %s", line)
+	}
+	ids := programIDs(t, line)
+	for _, id := range ids {
+		if !programLoaded(t, id) {
+			t.Errorf("program %d of the running trace is not loaded", id)
+		}
 	}
 	go func() {
 		for lines.Scan() {
@@ -133,11 +149,13 @@ func TestTraceCLI(t *testing.T) {
 	}
 	// The programs go with the process (their links are its descriptors).
 	deadline := time.Now().Add(30 * time.Second)
-	for tracePrograms(t) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("BPF programs still loaded after trace exited")
+	for _, id := range ids {
+		for programLoaded(t, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("BPF program %d still loaded after trace exited", id)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -436,3 +436,23 @@ func (t *Tracer) ProgramStats() (map[string]ProgramStat, error) {
 func EnableRunStats() (io.Closer, error) {
 	return ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 }
+
+// ProgramIDs are the kernel's ids of the tracer's programs (as bpftool
+// prog show lists them), sorted.
+func (t *Tracer) ProgramIDs() []ebpf.ProgramID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []ebpf.ProgramID
+	if t.closed {
+		return nil
+	}
+	for _, p := range t.coll.Programs {
+		if info, err := p.Info(); err == nil {
+			if id, ok := info.ID(); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}

@@ -56,3 +56,6 @@ func (*Tracer) ProgramStats() (map[string]ProgramStat, error) { return nil, errP
 
 // EnableRunStats is not available on this platform.
 func EnableRunStats() (io.Closer, error) { return nil, errPlatform }
+
+// ProgramIDs are none on this platform.
+func (*Tracer) ProgramIDs() []uint32 { return nil }

@@ -224,66 +224,51 @@ func TestUntracedProcess(t *testing.T) {
 	}
 }
 
-// ourPrograms lists the loaded programs this package names (tc_*).
-func ourPrograms(t *testing.T) []string {
+// loaded reports whether a program id is still loaded.
+func loaded(t *testing.T, id ebpf.ProgramID) bool {
 	t.Helper()
-	var names []string
-	id := ebpf.ProgramID(0)
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return names
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue // freed meanwhile
-		}
-		info, err := p.Info()
-		p.Close()
-		if err == nil && strings.HasPrefix(info.Name, "tc_") {
-			names = append(names, fmt.Sprintf("%s (id %d)", info.Name, id))
-		}
+	p, err := ebpf.NewProgramFromID(id)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	return true
 }
 
-// waitNoPrograms waits (30 s at most) until no tc_ program is loaded:
-// the kernel frees a detached program's id when its last reference goes.
-func waitNoPrograms(t *testing.T) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		left := ourPrograms(t)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("programs still loaded after Close: %v", left)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestCloseDetaches: while a tracer runs its programs are loaded; after
-// Close none is. (Other tests of this package may run in parallel only
-// if they close theirs: none is parallel.)
+// TestCloseDetaches: while a tracer runs its programs are loaded (by the
+// ids the kernel gave them: other tests' tracers may run meanwhile);
+// after Close none of them is, within 30 s (the kernel frees a program's
+// id when its last reference, the link's included, goes).
 func TestCloseDetaches(t *testing.T) {
 	requireTracing(t)
-	waitNoPrograms(t)
 	tr, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ourPrograms(t); len(got) < 7 {
-		t.Errorf("a running tracer has %d programs loaded: %v", len(got), got)
+	ids := tr.ProgramIDs()
+	if len(ids) < 7 {
+		t.Errorf("a running tracer has %d programs: %v", len(ids), ids)
+	}
+	for _, id := range ids {
+		if !loaded(t, id) {
+			t.Errorf("program %d of a running tracer is not loaded", id)
+		}
 	}
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitNoPrograms(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for loaded(t, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("program %d still loaded after Close", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	if _, err := tr.Snapshot(); err == nil {
 		t.Error("Snapshot of a closed tracer succeeded")
 	}
