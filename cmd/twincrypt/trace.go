@@ -56,7 +56,7 @@ twincrypt_op_duration_seconds ('mount --metrics'), so both sides of a
 mount can be charted together. Loopback only unless --metrics-allow-remote.
 
 Needs root (or CAP_BPF and CAP_PERFMON), kernel BTF and the raw_syscalls,
-fuse and block tracepoints (the fuse ones are recent: present in 6.18); without it
+fuse and block tracepoints (the fuse ones are recent: 6.18 has them); without them it
 says in one line what is missing. Cost while attached (kernel CPU, measured
 on a 2-core EPYC VM, docs/tracing.md): about 0.3 µs on every system call of
 every process on the machine, 1 to 1.5 µs on each timed call, about 1.2 µs on
