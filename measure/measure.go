@@ -252,6 +252,11 @@ func buckets(h *hdrhistogram.Histogram) []int64 {
 	return out
 }
 
+// Buckets folds an HDR histogram into cumulative counts at
+// BucketBoundsNs, as Stats.Buckets holds them (for histograms kept
+// elsewhere, e.g. the kernel's, to be shown beside the daemon's).
+func Buckets(h *hdrhistogram.Histogram) []int64 { return buckets(h) }
+
 // ErrnoName is the symbolic name of an errno ("ENOENT"), or its number
 // for one without a name.
 func ErrnoName(e syscall.Errno) string {

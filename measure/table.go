@@ -145,6 +145,14 @@ func (s Snapshot) IntervalTable(w io.Writer, prev Snapshot) {
 	}
 }
 
+// Deltas is cur minus prev, operation by operation, for the operations
+// with spans in between (as deltas below): one interval of a recorder,
+// for tables kept outside this package (kernel tracing's).
+func Deltas(cur, prev []Stats) []Stats { return deltas(cur, prev) }
+
+// HumanNs prints a duration with three significant digits (as humanNs).
+func HumanNs(ns int64) string { return humanNs(ns) }
+
 // deltas is cur minus prev, operation by operation, for the operations
 // with spans in between; MeanNs is the interval's mean and Buckets its
 // own (not cumulative over the mount, still cumulative over bounds).

@@ -39,6 +39,7 @@ type benchFlags struct {
 	shapes    []string
 	scaleOps  []string
 	merge     bool
+	trace     bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -186,6 +187,7 @@ Exit status 1 when any run failed (the tables are printed all the same),
 	fl.IntSliceVar(&f.scale, "scale", nil, "instead of the workloads, the scale run: create, ls -f, ls -l, find, du, rm -rf of `COUNTS` empty files (comma separated, e.g. 10000,100000,1000000); default targets native,twin,crypt-xts,gocryptfs,securefs, --repeat 1")
 	fl.StringSliceVar(&f.shapes, "scale-shapes", []string{"flat", "tree"}, "with --scale: flat (all files in one directory), tree (1000 directories)")
 	fl.StringSliceVar(&f.scaleOps, "scale-ops", nil, "with --scale: run only these listing ops of ls-f, ls-l, ls-l-warm, find, du (create and rm-rf always run)")
+	fl.BoolVar(&f.trace, "trace", false, "after the repeats, run every workload once more on every target with kernel tracing (root, BPF): per-syscall p50/p99 per target in report.md, trace.csv; see 'twincrypt trace'")
 	fl.BoolVar(&f.merge, "scale-merge", false, "merge the scale.json files given as arguments (runs made apart) and write the report to --out")
 	return cmd
 }
@@ -341,7 +343,7 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	progress := bench.NewProgress(stderr, live)
 	res, runErr := bench.RunBench(ctx, bench.Config{
 		Targets: targets, Workloads: workloads, Size: bench.Size(f.size), Repeat: repeat, Auto: auto,
-		Work: ws.Dir, Lower: ws.Desc, Progress: progress, Machine: machine,
+		Work: ws.Dir, Lower: ws.Desc, Progress: progress, Machine: machine, Trace: f.trace,
 	})
 	progress.Close()
 	fmt.Fprintln(stderr)

@@ -119,16 +119,30 @@ timed as on twincrypt's own mounts ('twincrypt stats MNT', --summary,
 			if err != nil {
 				return err
 			}
+			// Unmounted at a signal through the directory it covers,
+			// as twincrypt's own mounts are (mountHandle).
+			mntDir, err := openMountDir(mnt)
+			if err != nil {
+				in.stop(io.Discard, true)
+				return mountpointErrorf("%v", err)
+			}
 			srv, err := fsecryptfs.Mount(lower, mnt, kr, fsecryptfs.MountOptions{Recorder: in.rec, AllowOther: allowOther, Log: log})
 			if err == nil {
 				err = srv.WaitMount()
 			}
 			if err != nil {
+				mntDir.Close()
 				in.stop(io.Discard, true)
 				return mountFailedErrorf("mount %s at %s: %v", lower, mnt, err)
 			}
+			mh, err := holdMount(mntDir)
+			if err != nil {
+				log.Error().Msgf("mount %s: %v; unmount it with 'twincrypt umount'", mnt, err)
+			} else {
+				defer mh.close()
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "eCryptfs %s mounted read-only at %s\n", lower, mnt)
-			serveUntilUnmounted(srv, sigs, mnt, in, log, func() {})
+			serveUntilUnmounted(srv, sigs, mh, mnt, in, log, func() {})
 			return in.stop(cmd.ErrOrStderr(), false)
 		},
 	}

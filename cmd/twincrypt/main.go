@@ -131,6 +131,7 @@ Quick start:
 		newReportCmd(),
 		newFsckCmd(), newPasswdCmd(), newInfoCmd(), newPathCmd(),
 		newSpeedCmd(),
+		newTraceCmd(),
 		newBlockdevCmd(),
 		newManCmd(),
 		newEcryptfsCmd(),

@@ -51,6 +51,14 @@ func WriteOutputs(dir string, res *Results) ([]string, error) {
 	}
 	write(JSONFile, func(w io.Writer) error { return WriteJSON(w, res) })
 	write(CSVFile, func(w io.Writer) error { return WriteCSV(w, res) })
+	if len(res.Traced) > 0 {
+		write(TraceFile, func(w io.Writer) error { return WriteTraceCSV(w, res) })
+		tc, err := writeSyscallsChart(dir, res)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		charts = append(charts, tc...)
+	}
 	write(ReportFile, func(w io.Writer) error { return WriteReport(w, res, charts) })
 	return append(written, charts...), errors.Join(errs...)
 }
@@ -204,6 +212,7 @@ func WriteReport(w io.Writer, res *Results, charts []string) error {
 			}
 		}
 	}
+	WriteTraceReport(w, res)
 	fmt.Fprint(w, "## Failures\n\n")
 	if f := res.failures(); len(f) > 0 {
 		for _, l := range f {

@@ -35,6 +35,8 @@ type Config struct {
 	// Progress is told what happens (nil: nothing is shown).
 	Progress Progress
 	Machine  Machine
+	// Trace adds a traced pass after the repeats (trace.go).
+	Trace bool
 }
 
 // Results is everything a bench run found; results.json is this document.
@@ -54,6 +56,10 @@ type Results struct {
 	// RepeatRule says, for --repeat auto or --budget, the rule and why
 	// the repeats stopped where they did.
 	RepeatRule string `json:"repeat_rule,omitempty"`
+	// Traced are the runs of the traced pass (Config.Trace); TraceNote
+	// says why there was none where tracing is unavailable.
+	Traced    []TracedRun `json:"traced,omitempty"`
+	TraceNote string      `json:"trace_note,omitempty"`
 }
 
 // ResultsVersion is the version of the results.json layout.
@@ -309,6 +315,9 @@ func RunBench(ctx context.Context, c Config) (res *Results, err error) {
 			}
 		}
 		res.Repeat = r
+	}
+	if c.Trace {
+		runTraced(ctx, targets, c.Workloads, env, res, setupErr, p)
 	}
 	return res, nil
 }

@@ -261,8 +261,14 @@ type Server struct {
 // stats socket does; a TCP port any local user can reach, which a token
 // closes.
 func Listen(o Options, snap func() measure.Snapshot) (*Server, error) {
+	return ListenCollector(o, NewCollector(snap))
+}
+
+// ListenCollector is Listen for another collector of twincrypt series
+// (kernel tracing's), with the same process and Go runtime collectors.
+func ListenCollector(o Options, c prometheus.Collector) (*Server, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(snap),
+	reg.MustRegister(c,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	s := &Server{}
