@@ -13,10 +13,11 @@
 // resolved in LOWER again.
 //
 // Directories need none of this: an open with O_DIRECTORY of anything but
-// a directory fails ENOTDIR in the path walk, before the object's own
-// open (TestDirectoryOpenRunsNoDeviceOpen shows it on the running kernel:
-// a 0:0 device, which no driver serves, gives ENOTDIR, not the driver
-// lookup's ENXIO, and a FIFO gives ENOTDIR without waiting).
+// a directory fails ENOTDIR in the path walk (do_open in fs/namei.c
+// checks d_can_lookup before vfs_open), before the object's own open.
+// TestDirectoryOpenRunsNoDeviceOpen checks it on the running kernel (it
+// held on 6.18): a 0:0 device, which no driver serves, gives ENOTDIR, not
+// the driver lookup's ENXIO, and a FIFO gives ENOTDIR without waiting.
 package lowerfd
 
 import (
