@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
@@ -26,7 +27,7 @@ func mknodNoDriver(t *testing.T, p string) {
 
 // TestPlantedSpecialFiles: whoever can write LOWER plants device nodes
 // and FIFOs where fsck reads a regular file (a long name's sidecar, a
-// directory's IV) and under ordinary entries' names. fsck must report
+// directory's IV, a long symlink's sidecar) and under ordinary entries' names. fsck must report
 // the metadata ones as damage saying what they are, count the entries as
 // "other", finish without waiting on a FIFO, and never open a device
 // (fsck runs as root: a driver's open acts). Before the fix the sidecar
@@ -41,7 +42,15 @@ func TestPlantedSpecialFiles(t *testing.T) {
 	for _, p := range []string{longName('D'), longName('F'), "sub/f.txt", "devfile", "fifofile"} {
 		writeFile(t, m.path(p), []byte("content"))
 	}
+	// A target this long is sealed into a sidecar in the links store.
+	must(t, os.Symlink(strings.Repeat("t/", 2000), m.path("longlink")))
 	m.unmount(t)
+	lLink := v.lowerRel(t, "/longlink")
+	stored, err := os.ReadDir(v.abs(links.StoreDir))
+	if err != nil || len(stored) != 1 {
+		t.Fatalf("links store: %v, %d entries, want the long link's sidecar", err, len(stored))
+	}
+	mknodNoDriver(t, v.abs(links.Sidecar(stored[0].Name())))
 	lLongD, lLongF := v.lowerRel(t, "/"+longName('D')), v.lowerRel(t, "/"+longName('F'))
 	lSub, lDevFile, lFifoFile := v.lowerRel(t, "/sub"), v.lowerRel(t, "/devfile"), v.lowerRel(t, "/fifofile")
 	sideD, sideF := names.Sidecar(lLongD), names.Sidecar(lLongF)
@@ -80,9 +89,10 @@ func TestPlantedSpecialFiles(t *testing.T) {
 	}
 	rep := res.rep
 	want := map[string]string{
-		string(SidecarDamaged) + " " + lLongD: "character device",
-		string(SidecarDamaged) + " " + lLongF: "fifo",
-		string(DirIVDamaged) + " " + lSub:     "character device",
+		string(SidecarDamaged) + " " + lLongD:   "character device",
+		string(SidecarDamaged) + " " + lLongF:   "fifo",
+		string(DirIVDamaged) + " " + lSub:       "character device",
+		string(SymlinkUnreadable) + " " + lLink: "character device",
 	}
 	for _, p := range rep.Problems {
 		t.Logf("%s %s: %s", p.Kind, p.Lower, p.Detail)
