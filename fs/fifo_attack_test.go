@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
@@ -315,11 +316,12 @@ func TestHostileDeviceOpen(t *testing.T) {
 }
 
 // TestHostileDeviceMetadata: the mount's own metadata files in LOWER (a
-// long name's sidecar, a directory's IV) replaced by a character device,
-// and another sidecar by a FIFO, are refused without their open: the
-// listing hides the long names and says why ("character device" in the
-// log), the directory whose IV is a device fails to list, and an fsync of
-// the directory, which syncs its sidecars, skips them. The device is 0:0,
+// long name's sidecar, a directory's IV, a long symlink's sidecar)
+// replaced by a character device, and another sidecar by a FIFO, are
+// refused without their open: the listing hides the long names and says
+// why ("character device" in the log), the directory whose IV is a device
+// fails to list, the long link reads EIO, and an fsync of the directory,
+// which syncs its sidecars, skips them. The device is 0:0,
 // which no driver serves, so the driver lookup's ENXIO anywhere (in an
 // answer or in the log) shows that the daemon opened it; before the fix
 // the sidecar and IV reads (readSmallFile) and the sidecar syncs
@@ -344,13 +346,20 @@ func TestHostileDeviceMetadata(t *testing.T) {
 				}
 				must(t, os.WriteFile(filepath.Join(tm.mnt, p), []byte("keep"), 0644))
 			}
+			// A target this long is sealed into a sidecar in the links store.
+			must(t, os.Symlink(strings.Repeat("t/", 2000), filepath.Join(tm.mnt, "longlink")))
+			stored, err := os.ReadDir(filepath.Join(tm.lower, links.StoreDir))
+			if err != nil || len(stored) != 1 {
+				t.Fatalf("links store: %v, %d entries, want the long link's sidecar", err, len(stored))
+			}
+			linkSide := filepath.Join(tm.lower, links.Sidecar(stored[0].Name()))
 			sideDev := lowerPath(t, tm, longDev) + names.LongSuffix
 			sideFifo := lowerPath(t, tm, longFifo) + names.LongSuffix
 			subIV := filepath.Join(lowerPath(t, tm, "sub"), names.DirIVFile)
 			// Unmounted while planting, so that nothing read before is
 			// remembered.
 			tm.unmountNow(t)
-			for _, p := range []string{sideDev, subIV} {
+			for _, p := range []string{sideDev, subIV, linkSide} {
 				must(t, os.Remove(p))
 				if err := unix.Mknod(p, unix.S_IFCHR|0666, 0); err != nil {
 					t.Skipf("mknod in LOWER: %v", err)
@@ -383,6 +392,8 @@ func TestHostileDeviceMetadata(t *testing.T) {
 				}, func(err error) bool { return err == nil }, "success, the two long names hidden"},
 				{"list the directory whose IV is a device", func() error { _, err := os.ReadDir(filepath.Join(tm.mnt, "sub")); return err },
 					func(err error) bool { return errors.Is(err, syscall.EIO) }, "EIO (a damaged IV)"},
+				{"readlink of a long link whose sidecar is a device", func() error { _, err := os.Readlink(filepath.Join(tm.mnt, "longlink")); return err },
+					func(err error) bool { return errors.Is(err, syscall.EIO) }, "EIO (an unreadable target)"},
 				{"fsync the root", func() error {
 					f, err := os.Open(tm.mnt)
 					if err != nil {
