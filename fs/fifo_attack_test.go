@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/cipher/links"
+	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
 // openResult is what an open through the mount gave.
@@ -309,5 +312,113 @@ func TestHostileDeviceOpen(t *testing.T) {
 				alive(t, tm)
 			})
 		}
+	}
+}
+
+// TestHostileDeviceMetadata: the mount's own metadata files in LOWER (a
+// long name's sidecar, a directory's IV, a long symlink's sidecar)
+// replaced by a character device, and another sidecar by a FIFO, are
+// refused without their open: the listing hides the long names and says
+// why ("character device" in the log), the directory whose IV is a device
+// fails to list, the long link reads EIO, and an fsync of the directory,
+// which syncs its sidecars, skips them. The device is 0:0,
+// which no driver serves, so the driver lookup's ENXIO anywhere (in an
+// answer or in the log) shows that the daemon opened it; before the fix
+// the sidecar and IV reads (readSmallFile) and the sidecar syncs
+// (syncMeta) opened them O_NONBLOCK and checked the type afterwards.
+func TestHostileDeviceMetadata(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("making a device node needs root (CAP_MKNOD)")
+	}
+	for _, tr := range []string{TransportDev, TransportUring} {
+		t.Run(tr, func(t *testing.T) {
+			if tr == TransportUring {
+				requireUringKernel(t)
+			}
+			tm := newVolume(t, variants[0])
+			setTr := func(o *Options) { o.Transport = tr }
+			tm.mount(t, setTr)
+			longDev, longFifo := strings.Repeat("d", 200), strings.Repeat("f", 200)
+			for _, p := range []string{"keep", longDev, longFifo, "sub/f"} {
+				if strings.HasPrefix(p, "sub/") {
+					must(t, os.MkdirAll(filepath.Join(tm.mnt, "sub"), 0755))
+				}
+				must(t, os.WriteFile(filepath.Join(tm.mnt, p), []byte("keep"), 0644))
+			}
+			// A target this long is sealed into a sidecar in the links store.
+			must(t, os.Symlink(strings.Repeat("t/", 2000), filepath.Join(tm.mnt, "longlink")))
+			stored, err := os.ReadDir(filepath.Join(tm.lower, links.StoreDir))
+			if err != nil || len(stored) != 1 {
+				t.Fatalf("links store: %v, %d entries, want the long link's sidecar", err, len(stored))
+			}
+			linkSide := filepath.Join(tm.lower, links.Sidecar(stored[0].Name()))
+			sideDev := lowerPath(t, tm, longDev) + names.LongSuffix
+			sideFifo := lowerPath(t, tm, longFifo) + names.LongSuffix
+			subIV := filepath.Join(lowerPath(t, tm, "sub"), names.DirIVFile)
+			// Unmounted while planting, so that nothing read before is
+			// remembered.
+			tm.unmountNow(t)
+			for _, p := range []string{sideDev, subIV, linkSide} {
+				must(t, os.Remove(p))
+				if err := unix.Mknod(p, unix.S_IFCHR|0666, 0); err != nil {
+					t.Skipf("mknod in LOWER: %v", err)
+				}
+			}
+			must(t, os.Remove(sideFifo))
+			must(t, unix.Mkfifo(sideFifo, 0666))
+			t.Cleanup(func() {
+				if fd, err := unix.Open(sideFifo, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+					unix.Close(fd)
+				}
+			})
+			tm.unmounted = false
+			tm.mount(t, setTr)
+
+			for _, c := range []struct {
+				what string
+				do   func() error
+				ok   func(error) bool
+				want string
+			}{
+				{"list the root", func() error {
+					ents, err := os.ReadDir(tm.mnt)
+					for _, e := range ents {
+						if e.Name() == longDev || e.Name() == longFifo {
+							return errors.New("lists " + e.Name()[:1] + "... whose sidecar is not a file")
+						}
+					}
+					return err
+				}, func(err error) bool { return err == nil }, "success, the two long names hidden"},
+				{"list the directory whose IV is a device", func() error { _, err := os.ReadDir(filepath.Join(tm.mnt, "sub")); return err },
+					func(err error) bool { return errors.Is(err, syscall.EIO) }, "EIO (a damaged IV)"},
+				{"readlink of a long link whose sidecar is a device", func() error { _, err := os.Readlink(filepath.Join(tm.mnt, "longlink")); return err },
+					func(err error) bool { return errors.Is(err, syscall.EIO) }, "EIO (an unreadable target)"},
+				{"fsync the root", func() error {
+					f, err := os.Open(tm.mnt)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					return f.Sync()
+				}, func(err error) bool { return err == nil }, "success (a planted sidecar is nothing of ours to sync)"},
+			} {
+				done := make(chan error, 1)
+				go func() { done <- c.do() }()
+				select {
+				case err := <-done:
+					if !c.ok(err) {
+						t.Errorf("%s: %v, want %s", c.what, err, c.want)
+					}
+				case <-time.After(30 * time.Second):
+					t.Errorf("%s: no answer in 30 s (the daemon waits in a FIFO's open)", c.what)
+				}
+			}
+			log := tm.log.String()
+			if strings.Contains(log, "no such device or address") || !strings.Contains(log, "character device") {
+				t.Errorf("the log does not say that the device was refused unopened:\n%s", log)
+			}
+			alive(t, tm)
+		})
 	}
 }

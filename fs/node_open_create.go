@@ -2,8 +2,6 @@ package fs
 
 import (
 	"context"
-	"strconv"
-	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -11,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/fs/uring"
+	"github.com/twincrypt/twincrypt/internal/lowerfd"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -182,7 +181,7 @@ func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags i
 	default:
 		// A corrupt file is that file's EIO plus a log line; a FIFO or
 		// device put in the file's place is treated alike.
-		r.log.Warn().Str("lower", s.show(rel)).Str("type", fileType(st.Mode)).Msg("not a regular file in LOWER: EIO")
+		r.log.Warn().Str("lower", s.show(rel)).Str("type", lowerfd.TypeName(st.Mode)).Msg("not a regular file in LOWER: EIO")
 		return -1, syscall.EIO
 	}
 	if n != nil {
@@ -202,7 +201,7 @@ func (r *root) reopenRegular(a *acct, s *side, n *node, rel string, pfd, flags i
 // queue thread (EWOULDBLOCK, and the request retried away if retry),
 // waiting as natively anywhere else, O_NONBLOCK left as the caller asked.
 func reopenLeased(fd, flags int, retry bool) (int, error) {
-	nfd, err := reopenFd(fd, flags|syscall.O_NONBLOCK)
+	nfd, err := lowerfd.Reopen(fd, flags|syscall.O_NONBLOCK)
 	if flags&syscall.O_NONBLOCK != 0 {
 		return nfd, err
 	}
@@ -213,7 +212,7 @@ func reopenLeased(fd, flags int, retry bool) (int, error) {
 			}
 			return -1, err
 		}
-		return reopenFd(fd, flags)
+		return lowerfd.Reopen(fd, flags)
 	}
 	if err != nil {
 		return -1, err
@@ -225,40 +224,6 @@ func reopenLeased(fd, flags int, retry bool) (int, error) {
 		return -1, err
 	}
 	return nfd, nil
-}
-
-// fileType names the type of a lower object for a log line.
-func fileType(mode uint32) string {
-	switch mode & syscall.S_IFMT {
-	case syscall.S_IFIFO:
-		return "fifo"
-	case syscall.S_IFCHR:
-		return "character device"
-	case syscall.S_IFBLK:
-		return "block device"
-	case syscall.S_IFSOCK:
-		return "socket"
-	case syscall.S_IFDIR:
-		return "directory"
-	}
-	return "other"
-}
-
-// procSelfFd is our /proc/self/fd directory, opened once: a reopen then
-// resolves one name in it instead of the three of /proc/self/fd/N.
-// ("self" is resolved at this open, to this process, for its lifetime.)
-var procSelfFd = sync.OnceValues(func() (int, error) {
-	return unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-})
-
-// reopenFd opens our descriptor fd anew through its /proc magic link with
-// flags: the very object fd holds, whatever is under its name now.
-func reopenFd(fd, flags int) (int, error) {
-	dir, err := procSelfFd()
-	if err != nil {
-		return unix.Open(procFd(fd), flags, 0)
-	}
-	return unix.Openat(dir, strconv.Itoa(fd), flags, 0)
 }
 
 func closeFd(fd int) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
+	"github.com/twincrypt/twincrypt/internal/lowerfd"
 	"github.com/twincrypt/twincrypt/measure"
 )
 
@@ -591,6 +592,23 @@ func probeOpenat2(rootFd int, log zerolog.Logger) {
 			log.Info().Err(err).Msg("no openat2 (Linux < 5.6 or seccomp): lower paths are resolved one component at a time")
 		}
 	}
+}
+
+// openRegularBeneath opens the regular file rel below dirFd (its
+// resolution as openBeneath's, never through a symlink) with flags. A
+// metadata file (directory IV, sidecar) may be a FIFO or device node
+// planted by whoever can write LOWER: it is refused (a
+// *lowerfd.NotRegularError) on an O_PATH descriptor and never opened,
+// so that no FIFO's open waits and no driver's open runs. This costs an
+// openat of the /proc link and a close more than a plain open.
+func openRegularBeneath(dirFd int, rel string, flags int) (int, error) {
+	pfd, err := openBeneath(dirFd, rel, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer syscall.Close(pfd)
+	var st unix.Stat_t
+	return lowerfd.OpenRegular(pfd, flags, &st, nil)
 }
 
 // openBeneath opens rel below the directory dirFd ("" for dirFd itself)

@@ -3,7 +3,6 @@ package fs
 import (
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
+	"github.com/twincrypt/twincrypt/internal/lowerfd"
 )
 
 // cryptTransform encrypts content (cipher/content), names (cipher/names,
@@ -247,10 +247,14 @@ func (t *cryptTransform) syncMeta(dirFd int) syscall.Errno {
 		return 0
 	}
 	sync := func(name string) syscall.Errno {
-		fd, err := openBeneath(dirFd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		fd, err := openRegularBeneath(dirFd, name, syscall.O_RDONLY|syscall.O_NONBLOCK)
 		if err != nil {
 			if err == syscall.ENOENT {
 				return 0
+			}
+			var nr *lowerfd.NotRegularError
+			if errors.As(err, &nr) {
+				return 0 // planted in LOWER: nothing of ours to make durable
 			}
 			return toErrno(err)
 		}
@@ -336,8 +340,17 @@ func writeLinkSidecar(root dirLoc, marker string, sealed []byte) syscall.Errno {
 	if errno := writeSmallFile(root.fd, rel, sealed, 0400); errno != 0 {
 		return errno
 	}
+	// The sidecar was just written, but whoever can write LOWER may have
+	// swapped it since; the store is opened O_DIRECTORY, which refuses
+	// any other type before its open (package lowerfd).
 	for _, p := range []string{rel, store} {
-		fd, err := openBeneath(root.fd, p, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		var fd int
+		var err error
+		if p == rel {
+			fd, err = openRegularBeneath(root.fd, p, syscall.O_RDONLY|syscall.O_NONBLOCK)
+		} else {
+			fd, err = openBeneath(root.fd, p, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+		}
 		if err == nil {
 			err = syscall.Fsync(fd)
 			syscall.Close(fd)
@@ -468,21 +481,16 @@ func (t *cryptTransform) namesCost() bool      { return t.names != nil }
 
 // readSmallFile reads at most max bytes of a metadata file (directory IV,
 // long-name sidecar) at rel below the directory dirFd. It never follows a
-// symlink, never leaves dirFd's tree and never blocks on a FIFO: LOWER may
-// have been crafted by an attacker.
+// symlink, never leaves dirFd's tree, and never opens anything but a
+// regular file (openRegularBeneath: no FIFO's open waits, no device's
+// driver runs): LOWER may have been crafted by an attacker. O_NONBLOCK:
+// a lease on the file makes the open fail, not wait.
 func readSmallFile(dirFd int, rel string, max int) ([]byte, error) {
-	fd, err := openBeneath(dirFd, rel, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	fd, err := openRegularBeneath(dirFd, rel, syscall.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
 	}
 	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, fmt.Errorf("%s: not a regular file", rel)
-	}
 	buf := make([]byte, max)
 	n, err := preadFull(fd, buf, 0)
 	return buf[:n], err
@@ -532,7 +540,9 @@ func writeSmallFileFd(dirFd int, rel string, data []byte, mode uint32) (int, sys
 	// make a read-only remount of LOWER's filesystem fail (EBUSY).
 	rfd := -1
 	if err == nil {
-		if rfd, err = unix.Openat(dirFd, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+		// Through our descriptor, not the name: whoever can write
+		// LOWER may have put something else under the name already.
+		if rfd, err = lowerfd.Reopen(fd, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 			// Not kept for later: durable now.
 			rfd, err = -1, syscall.Fsync(fd)
 		}

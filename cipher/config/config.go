@@ -56,9 +56,12 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
 	"github.com/twincrypt/twincrypt/cipher/keys"
+	"github.com/twincrypt/twincrypt/internal/lowerfd"
 )
 
 // FileName is the config's name in the root of the lower directory.
@@ -739,27 +742,35 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// readConfigFile reads at most MaxFileSize bytes of a regular file. It
-// opens with O_NONBLOCK so that a FIFO planted under the config's name
-// cannot block the caller; the descriptor is then checked to be a regular
-// file before anything is read.
+// readConfigFile reads at most MaxFileSize bytes of a regular file. The
+// config lives in LOWER, which may come from anyone: a FIFO planted under
+// its name would make an open wait, a device node's open would run its
+// driver with the caller's rights (root, for a root mount). So it is
+// checked to be a regular file on an O_PATH descriptor and only then
+// opened (lowerfd.OpenRegularAt), with O_NONBLOCK against a lease.
 func readConfigFile(path string) ([]byte, error) {
-	// A symlink planted as the config (LOWER may come from anyone) is not
-	// followed out of LOWER.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symlink; a config is a regular file", path)
-	}
+	dfd, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
 	}
+	defer unix.Close(dfd)
+	var ust unix.Stat_t
+	fd, err := lowerfd.OpenRegularAt(dfd, filepath.Base(path), unix.O_RDONLY|unix.O_NONBLOCK, &ust, nil)
+	var nr *lowerfd.NotRegularError
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		// A symlink planted as the config is not followed out of LOWER.
+		return nil, fmt.Errorf("%s is a symlink; a config is a regular file", path)
+	case errors.As(err, &nr):
+		return nil, fmt.Errorf("%s is %w", path, err)
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
 	}
 	if st.Size() > MaxFileSize {
 		return nil, fmt.Errorf("%s is %d bytes, more than %d", path, st.Size(), MaxFileSize)

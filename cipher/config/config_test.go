@@ -935,3 +935,23 @@ func TestLoadRefusesSymlinkedConfig(t *testing.T) {
 		t.Fatalf("Load of a symlinked config: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestLoadRefusesDevice: a device node planted as the config (LOWER may
+// come from anyone, and a mount reads the config as root) is refused
+// without its driver's open. The device is 0:0, which no driver serves:
+// its open fails ENXIO in the driver lookup, so ENXIO shows that Load
+// opened it. Before the fix Load opened with O_NONBLOCK and checked the
+// type afterwards, and said "no such device or address".
+func TestLoadRefusesDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a device node needs root (CAP_MKNOD)")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mknod(filepath.Join(dir, FileName), syscall.S_IFCHR|0o600, 0); err != nil {
+		t.Skipf("mknod: %v", err)
+	}
+	_, err := Load(dir)
+	if !errors.Is(err, ErrCorrupt) || errors.Is(err, syscall.ENXIO) || !strings.Contains(err.Error(), "character device") {
+		t.Errorf("Load of a config that is a character device: %v, want ErrCorrupt naming the type, without opening it", err)
+	}
+}

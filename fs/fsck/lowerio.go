@@ -7,33 +7,53 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/internal/lowerfd"
 )
 
-// openAt opens name in the directory dfd without following a symlink,
-// non-blocking (a FIFO planted under a file's name cannot hang the check),
-// and checks that it is still the inode want describes (nil: any regular
-// file or directory, as flags ask).
+// openAt opens name in the directory dfd without following a symlink and
+// checks that it is still the inode want describes (nil: any regular file
+// or directory, as flags ask). Whoever can write LOWER may have planted a
+// FIFO or a device node under a file's name (or swapped one in since the
+// listing): a regular file is opened only after an O_PATH descriptor
+// showed its type and inode (lowerfd.OpenRegularAt), so that no FIFO's
+// open waits and no device's driver runs with fsck's rights. A directory
+// is opened with O_DIRECTORY, which refuses any other type in the path
+// walk, before its open (see package lowerfd). Non-blocking at the open:
+// a lease held on the file makes it fail, not wait.
 func openAt(dfd int, name string, flags int, want *unix.Stat_t) (*os.File, error) {
 	if err := checkComponent(name); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|flags, 0)
-	if err != nil {
-		return nil, err
+	same := func(st *unix.Stat_t) error {
+		if want != nil && (st.Dev != want.Dev || st.Ino != want.Ino || st.Mode&unix.S_IFMT != want.Mode&unix.S_IFMT) {
+			return errChanged
+		}
+		return nil
 	}
+	var fd int
+	var err error
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	typ := st.Mode & unix.S_IFMT
-	switch {
-	case want != nil && (st.Dev != want.Dev || st.Ino != want.Ino || typ != want.Mode&unix.S_IFMT):
-		unix.Close(fd)
-		return nil, errChanged
-	case flags&unix.O_DIRECTORY == 0 && typ != unix.S_IFREG:
-		unix.Close(fd)
-		return nil, fmt.Errorf("not a regular file (mode %#o)", st.Mode)
+	if flags&unix.O_DIRECTORY != 0 {
+		if fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|flags, 0); err != nil {
+			return nil, err
+		}
+		if err = unix.Fstat(fd, &st); err == nil {
+			err = same(&st)
+		}
+		if err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	} else {
+		fd, err = lowerfd.OpenRegularAt(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK|flags, &st, same)
+		var nr *lowerfd.NotRegularError
+		switch {
+		case errors.As(err, &nr) && want != nil:
+			return nil, errChanged // a regular file was listed
+		case err != nil:
+			return nil, err
+		}
 	}
 	// Back to blocking I/O: os.File would otherwise hand a regular file
 	// to the poller, which gains nothing.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/names"
+	"github.com/twincrypt/twincrypt/internal/lowerfd"
 )
 
 // lostFoundTmp starts the name under which lost+found is prepared before
@@ -100,19 +101,24 @@ func (c *checker) zeroTrailer(a *action) (string, error) {
 		return "", err
 	}
 	defer d.Close()
-	fd, err := unix.Openat(int(d.Fd()), a.name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	// Checked on an O_PATH descriptor before the open: a FIFO or device
+	// swapped in since the check is never opened (lowerfd).
+	var st unix.Stat_t
+	fd, err := lowerfd.OpenRegularAt(int(d.Fd()), a.name, unix.O_WRONLY|unix.O_NONBLOCK, &st, func(st *unix.Stat_t) error {
+		if uint64(st.Dev) != a.dev || uint64(st.Ino) != a.ino || st.Size != a.size {
+			return errChanged
+		}
+		return nil
+	})
+	var nr *lowerfd.NotRegularError
+	if errors.As(err, &nr) {
+		return "", errChanged
+	}
 	if err != nil {
 		return "", err
 	}
 	f := os.NewFile(uintptr(fd), a.name)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return "", err
-	}
-	if uint64(st.Dev) != a.dev || uint64(st.Ino) != a.ino || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != a.size {
-		return "", errChanged
-	}
 	var zero [content.TrailerSize]byte
 	if n, err := unix.Pwrite(fd, zero[:], a.size-content.TrailerSize); err != nil || n != len(zero) {
 		if err == nil {
