@@ -17,7 +17,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
-	"github.com/twincrypt/twincrypt/internal/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/lowerfd"
 	"github.com/twincrypt/twincrypt/measure"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/cipher/links"
 	"github.com/twincrypt/twincrypt/cipher/names"
-	"github.com/twincrypt/twincrypt/internal/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/lowerfd"
 )
 
 // cryptTransform encrypts content (cipher/content), names (cipher/names,

@@ -61,7 +61,7 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/kdf"
 	"github.com/twincrypt/twincrypt/cipher/keys"
-	"github.com/twincrypt/twincrypt/internal/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/lowerfd"
 )
 
 // FileName is the config's name in the root of the lower directory.

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/twincrypt/twincrypt/internal/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/lowerfd"
 )
 
 // openAt opens name in the directory dfd without following a symlink and

@@ -12,7 +12,7 @@ import (
 
 	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/names"
-	"github.com/twincrypt/twincrypt/internal/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/lowerfd"
 )
 
 // lostFoundTmp starts the name under which lost+found is prepared before

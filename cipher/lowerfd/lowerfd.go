@@ -18,6 +18,10 @@
 // TestDirectoryOpenRunsNoDeviceOpen checks it on the running kernel (it
 // held on 6.18): a 0:0 device, which no driver serves, gives ENOTDIR, not
 // the driver lookup's ENXIO, and a FIFO gives ENOTDIR without waiting.
+//
+// It lives under cipher/ because both the config loader (cipher/config)
+// and the FUSE engine (fs) read LOWER through it, and cipher may not
+// import fs; it knows nothing of ciphers.
 package lowerfd
 
 import (
