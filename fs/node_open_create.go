@@ -8,8 +8,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/twincrypt/twincrypt/fs/uring"
 	"github.com/twincrypt/twincrypt/cipher/lowerfd"
+	"github.com/twincrypt/twincrypt/fs/uring"
 	"github.com/twincrypt/twincrypt/measure"
 )
 

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/links"
-	"github.com/twincrypt/twincrypt/cipher/names"
 	"github.com/twincrypt/twincrypt/cipher/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/names"
 	"github.com/twincrypt/twincrypt/measure"
 )
 

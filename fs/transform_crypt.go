@@ -14,8 +14,8 @@ import (
 	"github.com/twincrypt/twincrypt/cipher/content"
 	"github.com/twincrypt/twincrypt/cipher/keys"
 	"github.com/twincrypt/twincrypt/cipher/links"
-	"github.com/twincrypt/twincrypt/cipher/names"
 	"github.com/twincrypt/twincrypt/cipher/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
 // cryptTransform encrypts content (cipher/content), names (cipher/names,

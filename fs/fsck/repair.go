@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/twincrypt/twincrypt/cipher/content"
-	"github.com/twincrypt/twincrypt/cipher/names"
 	"github.com/twincrypt/twincrypt/cipher/lowerfd"
+	"github.com/twincrypt/twincrypt/cipher/names"
 )
 
 // lostFoundTmp starts the name under which lost+found is prepared before
