@@ -120,6 +120,20 @@ func BenchmarkCBC(b *testing.B) {
 	}
 }
 
+// BenchmarkCBCDecrypt measures aes-cbc-plain64 Decrypt of one 4096-byte
+// unit per call, in place, on every implementation the CPU has, without
+// GODEBUG: BenchmarkCBCDecrypt/{impl}/{aes128,aes256}/4096. The figure to
+// set against `openssl speed -evp aes-N-cbc -decrypt -bytes 4096`
+// (scripts/bench-cbc-openssl.sh).
+func BenchmarkCBCDecrypt(b *testing.B) {
+	for _, im := range availableImpls() {
+		for _, ks := range []int{16, 32} {
+			c := mustNewImpl(b, "aes-cbc-plain64", make([]byte, ks), im)
+			b.Run(fmt.Sprintf("%v/aes%d/4096", im, ks*8), func(b *testing.B) { benchUnit(b, 4096, c.Decrypt) })
+		}
+	}
+}
+
 // BenchmarkSectors measures MultiCipher on 1 MiB of 4096-byte sectors
 // (cbc256s512: 512-byte sectors, as twincrypt's aes-cbc stores an extent),
 // in place, with every implementation the CPU supports (the last listed is
