@@ -5,8 +5,9 @@
 # -evp aes-N-cbc -decrypt -bytes 4096`, back to back. Both per CPU second
 # (openssl divides by user time; the Go benchmark reports cpu-MB/s), decimal
 # MB/s; the ratio is ours / openssl's (>1: we are faster). The path is
-# picked by the benchmark's name, not by GODEBUG: IMPL=aesni (default),
-# vaes512 or generic. OpenSSL 3.0's CBC decryption is AES-NI only (8 blocks
+# picked by the benchmark's name: IMPL=aesni (default; also run under
+# GODEBUG=cpu.avx512f=off, as a CPU without AVX-512 runs it), vaes512 or
+# generic. OpenSSL 3.0's CBC decryption is AES-NI only (8 blocks
 # interleaved), VAES or not. The last lines give per key size the median
 # and range of the per-repeat ratios.
 # Usage: [IMPL=aesni|vaes512|generic] scripts/bench-cbc-openssl.sh [REPEATS]
@@ -15,7 +16,6 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 REP=${1:-7}
 IMPL=${IMPL:-aesni}
-# As a CPU without AVX-512 runs it (the benchmark names the path anyway).
 GD=
 case $IMPL in aesni) GD=cpu.avx512f=off ;; esac
 W=$(mktemp -d)
