@@ -7,9 +7,10 @@
 // needs the previous ciphertext), so it runs at the AES latency; throughput
 // comes from encrypting several units side by side (cbcEnc8AESNI,
 // cbcEnc16VAES512). Decryption of every block is independent and runs 8 or 16
-// blocks at a time, from the last group to the first so that in place (dst ==
-// src) every ciphertext block is still intact when the block after it needs
-// it as its chaining value.
+// blocks at a time. In place (dst == src) a block's chaining value, the
+// ciphertext block before it, must be read before it is overwritten:
+// cbcDecVAES512 goes from the last group to the first, cbcDecAESNI from the
+// first up and carries each group's last ciphertext block in a register.
 
 // func cbcEncAESNI(rk *byte, nr int, dst, src *byte, n int, iv *[16]byte)
 // CBC-encrypts n >= 1 blocks with the chaining value *iv; the chain is in X0
@@ -300,19 +301,22 @@ clear:
 	RET
 
 // func cbcDecAESNI(rk *byte, nr int, dst, src *byte, n int, iv *[16]byte)
-// CBC-decrypts n >= 1 blocks chained from *iv. DX counts the blocks not yet
-// done, [0, DX): groups of 8 from the top while 8 remain, the lowest group
-// taking block 0 and the IV, then single blocks down to block 0.
+// CBC-decrypts n >= 1 blocks chained from *iv: groups of 8 from block 0
+// up while 8 remain, then single blocks.
 //
 // Eight blocks in flight are just enough to keep two AES units of latency
 // four busy, so nothing else may sit on the chains: round keys are loaded
 // into a register once per round (ROUND8R, not a memory operand per block),
 // and the chaining XOR is folded into the last round. AESDECLAST ends with
-// an XOR of its round key, so AESDECLAST(x, k ^ C) = AESDECLAST(x, k) ^ C:
+// an XOR of its round key, so AESDECLAST(x, k) ^ C = AESDECLAST(x, k ^ C):
 // the last key XOR the previous ciphertext block is computed off the
-// chain, from loads alone, and the result is the plaintext. R12 points at
-// the group's first chaining value: the block below it, or *iv for the
-// lowest group. X8 holds round key 0, X9 the last.
+// chain, from loads alone, and the result is the plaintext.
+//
+// The blocks go upwards, as the hardware prefetchers expect (downwards,
+// 4 KiB units out of L2 decrypted 5-10 % slower). In place (dst == src) a
+// group's stores overwrite the ciphertext the next group chains from, so
+// the last ciphertext block of each group is carried in X15, which starts
+// as *iv. X8 holds round key 0, X9 the last.
 // Requires AES-NI and AVX; rk is the decryption schedule.
 TEXT ·cbcDecAESNI(SB), NOSPLIT, $0-48
 	MOVQ rk+0(FP), BX
@@ -324,29 +328,22 @@ TEXT ·cbcDecAESNI(SB), NOSPLIT, $0-48
 	SCHEDULE_END
 	VMOVDQU (BX), X8
 	VMOVDQU (AX), X9
+	VMOVDQU (R8), X15
 
 loop8:
-	CMPQ    DX, $8
-	JB      tail
-	SUBQ    $8, DX
-	MOVQ    DX, R9
-	SHLQ    $4, R9
-	LEAQ    (SI)(R9*1), R10
-	LEAQ    (DI)(R9*1), R11
-	LEAQ    -16(R10), R12
-	TESTQ   DX, DX
-	CMOVQEQ R8, R12
-	VPXOR   0(R10), X8, X0
-	VPXOR   16(R10), X8, X1
-	VPXOR   32(R10), X8, X2
-	VPXOR   48(R10), X8, X3
-	VPXOR   64(R10), X8, X4
-	VPXOR   80(R10), X8, X5
-	VPXOR   96(R10), X8, X6
-	VPXOR   112(R10), X8, X7
-	CMPQ    CX, $12
-	JB      loop8_10
-	JEQ     loop8_12
+	CMPQ  DX, $8
+	JB    tail
+	VPXOR 0(SI), X8, X0
+	VPXOR 16(SI), X8, X1
+	VPXOR 32(SI), X8, X2
+	VPXOR 48(SI), X8, X3
+	VPXOR 64(SI), X8, X4
+	VPXOR 80(SI), X8, X5
+	VPXOR 96(SI), X8, X6
+	VPXOR 112(SI), X8, X7
+	CMPQ  CX, $12
+	JB    loop8_10
+	JEQ   loop8_12
 	ROUND8R(VAESDEC, -208)
 	ROUND8R(VAESDEC, -192)
 
@@ -364,44 +361,44 @@ loop8_10:
 	ROUND8R(VAESDEC, -48)
 	ROUND8R(VAESDEC, -32)
 	ROUND8R(VAESDEC, -16)
-	VPXOR       (R12), X9, X10
-	VPXOR       0(R10), X9, X11
-	VPXOR       16(R10), X9, X12
-	VPXOR       32(R10), X9, X14
-	VPXOR       48(R10), X9, X15
+	VPXOR       X15, X9, X10
+	VPXOR       0(SI), X9, X11
+	VPXOR       16(SI), X9, X12
+	VPXOR       32(SI), X9, X14
 	VAESDECLAST X10, X0, X0
 	VAESDECLAST X11, X1, X1
 	VAESDECLAST X12, X2, X2
 	VAESDECLAST X14, X3, X3
-	VAESDECLAST X15, X4, X4
-	VPXOR       64(R10), X9, X10
-	VPXOR       80(R10), X9, X11
-	VPXOR       96(R10), X9, X12
-	VAESDECLAST X10, X5, X5
-	VAESDECLAST X11, X6, X6
-	VAESDECLAST X12, X7, X7
-	VMOVDQU     X0, 0(R11)
-	VMOVDQU     X1, 16(R11)
-	VMOVDQU     X2, 32(R11)
-	VMOVDQU     X3, 48(R11)
-	VMOVDQU     X4, 64(R11)
-	VMOVDQU     X5, 80(R11)
-	VMOVDQU     X6, 96(R11)
-	VMOVDQU     X7, 112(R11)
+	VPXOR       48(SI), X9, X10
+	VPXOR       64(SI), X9, X11
+	VPXOR       80(SI), X9, X12
+	VPXOR       96(SI), X9, X14
+	VMOVDQU     112(SI), X15
+	VAESDECLAST X10, X4, X4
+	VAESDECLAST X11, X5, X5
+	VAESDECLAST X12, X6, X6
+	VAESDECLAST X14, X7, X7
+	VMOVDQU     X0, 0(DI)
+	VMOVDQU     X1, 16(DI)
+	VMOVDQU     X2, 32(DI)
+	VMOVDQU     X3, 48(DI)
+	VMOVDQU     X4, 64(DI)
+	VMOVDQU     X5, 80(DI)
+	VMOVDQU     X6, 96(DI)
+	VMOVDQU     X7, 112(DI)
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $8, DX
 	JMP         loop8
 
 tail:
-	// Fewer than 8 blocks left: one at a time, top down.
-	TESTQ   DX, DX
-	JZ      done
-	DECQ    DX
-	MOVQ    DX, R9
-	SHLQ    $4, R9
-	LEAQ    -16(SI)(R9*1), R12
-	TESTQ   DX, DX
-	CMOVQEQ R8, R12
-	VPXOR   (SI)(R9*1), X8, X0
-	VPXOR   (R12), X9, X10
+	// Fewer than 8 blocks left: one at a time, upwards.
+	TESTQ DX, DX
+	JZ    done
+	VMOVDQU (SI), X1
+	VPXOR   X1, X8, X0
+	VPXOR   X15, X9, X10
+	VMOVDQA X1, X15
 	CMPQ    CX, $12
 	JB      tail_10
 	JEQ     tail_12
@@ -423,7 +420,10 @@ tail_10:
 	VAESDEC     -32(AX), X0, X0
 	VAESDEC     -16(AX), X0, X0
 	VAESDECLAST X10, X0, X0
-	VMOVDQU     X0, (DI)(R9*1)
+	VMOVDQU     X0, (DI)
+	ADDQ        $16, SI
+	ADDQ        $16, DI
+	DECQ        DX
 	JMP         tail
 
 done:
