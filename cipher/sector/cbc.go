@@ -178,8 +178,9 @@ func cbcDecrypt(b cipher.Block, dst, src []byte, iv0, iv1 uint64) {
 		i -= blockSize
 	}
 	if ab, ok := b.(*asmBlock); ok {
-		// Blocks 0 .. i (i may be -16: none), with the same back-to-front
-		// order inside the assembly.
+		// Blocks 0 .. i (i may be -16: none). The assembly reads nothing
+		// beyond them and keeps in place working its own way (see
+		// cbc_amd64.s).
 		var iv [blockSize]byte
 		binary.LittleEndian.PutUint64(iv[0:8], iv0)
 		binary.LittleEndian.PutUint64(iv[8:16], iv1)
