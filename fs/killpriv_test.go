@@ -177,3 +177,72 @@ func TestKillPrivCreateTruncHelper(t *testing.T) {
 	}
 	syscall.Close(fd)
 }
+
+// Issue 41 (2): a chown keeps a set-group-ID bit natively when the file is
+// not group-executable and the caller is in the file's group or holds
+// CAP_FSETID (setattr_should_drop_sgid); root chowning a file of a group
+// it is not in kept it natively and lost it on the mount. The set-user-ID
+// bit goes on every chown, root's too.
+func TestKillPrivChown(t *testing.T) {
+	dirs := otherUserDirs(t)
+	type change struct {
+		name  string
+		mode  uint32
+		asUsr bool
+		cmd   string
+	}
+	changes := []change{
+		{"root-chown", 06644, false, `chown 2000:2000 "$F"`},
+		{"root-chown-gx", 06754, false, `chown 2000:2000 "$F"`},
+		{"root-chown-same", 06644, false, `chown 1000:1000 "$F"`},
+		{"owner-chgrp-own-group", 06644, true, `chgrp 1000 "$F"`},
+		{"owner-chgrp-gx", 06754, true, `chgrp 1000 "$F"`},
+		// The rule looks at the group before the change: out of one
+		// the owner is not in, the bit goes.
+		{"owner-chgrp-from-foreign", 02644, true, `chgrp 1000 "$F"`},
+	}
+	modes := map[string]map[string]uint32{}
+	for _, c := range changes {
+		modes[c.name] = map[string]uint32{}
+		for _, target := range []string{"native", "xts", "cbc", "twin"} {
+			f := filepath.Join(dirs[target], c.name)
+			must(t, os.WriteFile(f, []byte("content"), 0600))
+			gid := 1000
+			if c.name == "owner-chgrp-from-foreign" {
+				gid = 2000
+			}
+			must(t, os.Chown(f, 1000, gid))
+			must(t, syscall.Chmod(f, c.mode))
+			var out []byte
+			var err error
+			if c.asUsr {
+				out, err = asUser("env", "F="+f, "sh", "-c", c.cmd)
+			} else {
+				out, err = runSh("F="+f, c.cmd)
+			}
+			if err != nil {
+				t.Fatalf("%s on %s: %v: %s", c.name, target, err, out)
+			}
+			var st syscall.Stat_t
+			must(t, syscall.Stat(f, &st))
+			modes[c.name][target] = st.Mode & 07777
+		}
+	}
+	for _, c := range changes {
+		m := modes[c.name]
+		for _, target := range []string{"xts", "cbc", "twin"} {
+			if m[target] != m["native"] {
+				t.Errorf("%s: mode %04o on %s, %04o natively", c.name, m[target], target, m["native"])
+			}
+		}
+	}
+	if m := modes["root-chown"]["native"]; m != 02644 {
+		t.Errorf("native: root's chown left mode %04o, want 2644 (set-group-ID kept: root holds CAP_FSETID)", m)
+	}
+	if m := modes["owner-chgrp-from-foreign"]["native"]; m != 0644 {
+		t.Errorf("native: the owner's chgrp out of a group it is not in left mode %04o, want 0644", m)
+	}
+	if m := modes["root-chown-gx"]["native"]; m != 0754 {
+		t.Errorf("native: root's chown of a group-executable file left mode %04o, want 0754", m)
+	}
+}
