@@ -2324,13 +2324,27 @@ func TestDifferentialBugFstatRemovedDir(t *testing.T) {
 // otherUserDirs mounts every variant with allow_other and returns them
 // and a plain directory, all reachable by other users.
 func otherUserDirs(t *testing.T) map[string]string {
+	return otherUserDirsIn(t, "")
+}
+
+// otherUserDirsIn is otherUserDirs with the native directory and every
+// LOWER on the filesystem of directory base ("": the test's temporary
+// directory).
+func otherUserDirsIn(t *testing.T, base string) map[string]string {
 	requireFUSE(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: to act as another user, and the daemon's root-only paths")
 	}
-	dirs := map[string]string{"native": t.TempDir()}
+	if base == "" {
+		base = t.TempDir()
+	}
+	native := path.Join(base, "native")
+	must(t, os.Mkdir(native, 0755))
+	dirs := map[string]string{"native": native}
 	for _, v := range variants {
-		tm := newVolume(t, v)
+		vb := path.Join(base, v.name)
+		must(t, os.Mkdir(vb, 0755))
+		tm := newVolumeIn(t, v, vb)
 		tm.mount(t, func(o *Options) { o.AllowOther = true })
 		dirs[v.name] = tm.mnt
 	}

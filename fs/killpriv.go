@@ -89,7 +89,14 @@ func (k *killPriv) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byt
 }
 
 func (k *killPriv) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	chown := in.Valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0 && in.Valid&fuse.FATTR_KILL_SUIDGID != 0
+	// Three SETATTRs follow the chown rule: a chown (the kernel flags
+	// every one FATTR_KILL_SUIDGID, whoever makes it), a chown to -1, -1
+	// (no attribute, no flag), and the SETATTR with no attribute the
+	// kernel sends, for a caller without CAP_FSETID only, where it would
+	// remove privileges itself (file_remove_privs: fallocate, punch,
+	// zero range, copy_file_range...). For such a caller the chown rule
+	// is the kernel's rule for writes, and the two cannot be told apart.
+	chown := in.Valid&fuse.FATTR_SIZE == 0 && (in.Valid&fuse.FATTR_KILL_SUIDGID != 0 || setattrNothing(in))
 	var oldGid uint32
 	if chown && in.Valid&fuse.FATTR_GID != 0 {
 		// The set-group-ID rule of a chown looks at the group the file
@@ -104,21 +111,23 @@ func (k *killPriv) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse
 	// out holds the attributes after the change: without a set-user-ID
 	// or set-group-ID bit left (the common case), there is nothing to
 	// clear.
-	if st != fuse.OK || in.Valid&fuse.FATTR_KILL_SUIDGID == 0 || out.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 {
+	if st != fuse.OK || out.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 {
 		return st
 	}
-	if chown {
-		// The kernel flags every chown, whoever makes it. LOWER, chowned
-		// by the root daemon, dropped set-user-ID and a group-executable
-		// set-group-ID already; what is left is the set-group-ID bit the
-		// kernel keeps for a caller in the file's group or holding
-		// CAP_FSETID (setattr_should_drop_sgid).
+	switch {
+	case chown:
+		// LOWER, chowned by the root daemon, dropped set-user-ID and a
+		// group-executable set-group-ID already; what is left is the
+		// set-group-ID bit the kernel keeps for a caller in the file's
+		// group or holding CAP_FSETID (setattr_should_drop_sgid).
 		if in.Valid&fuse.FATTR_GID == 0 {
 			oldGid = out.Gid
 		}
 		k.clearChown(cancel, &in.InHeader, oldGid)
-	} else {
+	case in.Valid&fuse.FATTR_KILL_SUIDGID != 0:
 		k.clear(cancel, &in.InHeader)
+	default:
+		return st
 	}
 	// Report the mode as it is now.
 	k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: in.InHeader}, out)
