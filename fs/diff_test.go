@@ -307,6 +307,8 @@ func renameFlagString(f int) string {
 		return "RENAME_NOREPLACE"
 	case unix.RENAME_EXCHANGE:
 		return "RENAME_EXCHANGE"
+	case unix.RENAME_WHITEOUT:
+		return "RENAME_WHITEOUT"
 	}
 	return strconv.Itoa(f)
 }
@@ -911,7 +913,7 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 		} else {
 			o.path2 = c.newPath(ch, diffFileNames, 3)
 		}
-		o.flags = []int{0, 0, 0, 0, 0, 0, 0, 0, unix.RENAME_NOREPLACE, unix.RENAME_EXCHANGE}[ch.Intn(10)]
+		o.flags = []int{0, 0, 0, 0, 0, 0, 0, 0, unix.RENAME_NOREPLACE, unix.RENAME_EXCHANGE, unix.RENAME_WHITEOUT}[ch.Intn(11)]
 	case dLink:
 		if o.path = c.fileOrNew(ch); ch.Intn(10) == 0 {
 			o.path = c.anyEntry(ch)
