@@ -121,12 +121,19 @@ Mount options (-o, comma separated, may repeat):
   debug         log every FUSE request, like --debug
   nonempty      allow mounting over a non-empty MNT
   noexec        forbid executing the mount's files
+  noatime, relatime, strictatime, nodiratime, lazytime
+                the atime flags of the mount itself; the times shown are
+                LOWER's, which its own mount options govern (docs/differences.md)
+  suid, dev     root only: honour set-ID bits and device nodes (default
+                nosuid,nodev, as gocryptfs without -suid, -dev); in fstab
+                allow_suid, allow_dev
 
 mount(8) and /etc/fstab reach twincrypt through fuse3's mount.fuse3 as
 'twincrypt LOWER MNT -o OPTIONS' (type fuse.twincrypt), which is this
 command with --background --quiet; -o there also takes passfile=FILE,
 extpass=PROGRAM, log=FILE, oplog=FILE, summary=FILE, passthrough,
-shared_storage, noxattr, transport=, readdir=, idle= and rw, and accepts
+shared_storage, noxattr, transport=, readdir=, idle=, rw and remount
+(mount -o remount,ro|rw, and the atime flags), and accepts
 fstab's own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
 README and docs/systemd/.
 
@@ -394,6 +401,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			ReadOnly:          plan.opts.ro,
 			AllowOther:        plan.opts.allowOther,
 			NoExec:            plan.opts.noexec,
+			MountFlags:        plan.opts.flags,
 			KernelPassthrough: f.kernelPassthrough,
 			SharedStorage:     f.sharedStorage,
 			NoXattr:           f.noXattr,
