@@ -41,6 +41,14 @@ type Options struct {
 	// NoExec forbids executing the mount's files (mount(8)'s noexec, which
 	// the fstab options user and users imply).
 	NoExec bool
+	// MountFlags are mount(8) flags for the mount itself, in order (a
+	// later one of the atime family wins): noatime, relatime,
+	// strictatime, nodiratime, atime, diratime, lazytime, nolazytime,
+	// and, for a mount by root, suid and dev (mounts are nosuid,nodev
+	// without them, as gocryptfs's are without -suid, -dev). See
+	// docs/differences.md for what the atime flags mean over a LOWER
+	// that keeps its own atimes.
+	MountFlags []string
 	// KernelPassthrough lets the kernel serve READ/WRITE of the twin directly
 	// from the lower file (FUSE passthrough). Off by default: a twin that
 	// bypasses the daemon measures nothing. Refused for the crypt transform.
@@ -170,6 +178,9 @@ func Mount(mnt string, o Options) (*fuse.Server, error) {
 
 // mountRoot is Mount, also returning the root it serves.
 func mountRoot(mnt string, o Options) (*root, *fuse.Server, error) {
+	if err := CheckMountFlags(o.MountFlags); err != nil {
+		return nil, nil, err
+	}
 	r, err := newRoot(o)
 	if err != nil {
 		return nil, nil, err
@@ -279,6 +290,9 @@ func (r *root) nodeOptions(o Options) *fs.Options {
 	if err := syscall.Fstat(r.main.rootFd, &rootSt); err == nil {
 		opts.RootStableAttr = &fs.StableAttr{Ino: r.stableAttr(&rootSt, 0).Ino}
 	}
+	if opts.DirectMount {
+		opts.DirectMountFlags, opts.Options = directMountFlags(opts.Options)
+	}
 	askCapabilities(o, &opts.MountOptions)
 	return opts
 }
@@ -301,7 +315,55 @@ func mountFlags(o Options) []string {
 	if o.NoExec {
 		flags = append(flags, "noexec")
 	}
-	return flags
+	return append(flags, o.MountFlags...)
+}
+
+// CheckMountFlags refuses a flag that Options.MountFlags does not take,
+// and suid or dev for a mount not made by root (fusermount3 would drop
+// them without a word).
+func CheckMountFlags(flags []string) error {
+	for _, f := range flags {
+		switch f {
+		case "noatime", "relatime", "strictatime", "nodiratime", "atime", "diratime", "lazytime", "nolazytime", "nosuid", "nodev":
+		case "suid", "dev":
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("mount flag %s: only root may mount with set-ID programs or device nodes honoured", f)
+			}
+		default:
+			return fmt.Errorf("unknown mount flag %q", f)
+		}
+	}
+	return nil
+}
+
+// directMountFlags are the mount(2) flags of a mount by root for flags
+// (mountFlags), and the options left for mount(2)'s data: go-fuse turns
+// only the [no]suid, [no]dev and [no]exec strings into flag bits, and the
+// kernel refuses the atime names as data (EINVAL); fusermount3, for a
+// mount by a user, takes them all as strings.
+func directMountFlags(flags []string) (uintptr, []string) {
+	bits := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV)
+	const atime = syscall.MS_NOATIME | syscall.MS_RELATIME | syscall.MS_STRICTATIME
+	var data []string
+	for _, f := range flags {
+		switch f {
+		case "noatime":
+			bits = bits&^atime | syscall.MS_NOATIME
+		case "relatime":
+			bits = bits&^atime | syscall.MS_RELATIME
+		case "strictatime":
+			bits = bits&^atime | syscall.MS_STRICTATIME
+		case "atime":
+			bits &^= syscall.MS_NOATIME
+		case "nodiratime":
+			bits |= syscall.MS_NODIRATIME
+		case "diratime":
+			bits &^= syscall.MS_NODIRATIME
+		default:
+			data = append(data, f)
+		}
+	}
+	return bits, data
 }
 
 // askCapabilities adds to mo the FUSE capabilities the INIT reply asks of

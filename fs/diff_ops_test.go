@@ -227,6 +227,8 @@ func asString(o diffOp) string {
 		return fmt.Sprintf("renameat2(%s, %s, %s)", p, p2, renameFlagString(o.flags))
 	case dAsSymlink:
 		return fmt.Sprintf("symlink(%s, %s)", p2, p)
+	case dAsFallocate:
+		return fmt.Sprintf("fd = open(%s, O_WRONLY); fallocate(fd, %s, %d, %d); fstat(fd); close(fd)", p, fallocString(o.flags), o.off, o.n)
 	}
 	return "?"
 }
@@ -315,6 +317,14 @@ func asRun(q *asRequest) string {
 		fd, err := unix.Openat(root, q.Path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		fmt.Fprintf(&b, "open errno %d", errno(err))
 		if err == nil {
+			fileOps(fd)
+		}
+	case dAsFallocate:
+		fd, err := unix.Openat(root, q.Path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		fmt.Fprintf(&b, "open errno %d", errno(err))
+		if err == nil {
+			fmt.Fprintf(&b, " fallocate errno %d", errno(unix.Fallocate(fd, uint32(q.Flags), q.Off, q.N)))
+			q.N = 0 // no write after
 			fileOps(fd)
 		}
 	case dAsMkdir:

@@ -129,13 +129,17 @@ const (
 	dAsRename
 	dAsSymlink
 	dReopen // open("/proc/self/fd/N", O_RDONLY) of a slot, pread, close
+	// chmod to a set-ID mode, then lchown by root (uid off, gid n; -1
+	// unchanged): what a chown keeps of the set-ID bits (issue 41).
+	dChown
+	dAsFallocate // open(O_WRONLY), fallocate (kills set-ID bits), fstat
 	dCheck
 )
 
 var diffKindNames = [...]string{"open", "close", "pwrite", "write", "pread", "ftruncate", "truncate",
 	"fallocate", "fsync", "rename", "link", "unlink", "mkdir", "rmdir", "symlink", "readlink", "chmod",
 	"utimens", "setxattr", "getxattr", "removexattr", "listxattr", "readdir", "mmap", "seek", "deep",
-	"as-create", "as-mkdir", "as-write", "as-chmod", "as-unlink", "as-rename", "as-symlink", "reopen", "check"}
+	"as-create", "as-mkdir", "as-write", "as-chmod", "as-unlink", "as-rename", "as-symlink", "reopen", "chown", "as-fallocate", "check"}
 
 func (k diffKind) String() string { return diffKindNames[k] }
 
@@ -149,7 +153,7 @@ var diffWeights = []struct {
 	{dSymlink, 2}, {dReadlink, 1}, {dChmod, 2}, {dUtimens, 2}, {dSetxattr, 3}, {dGetxattr, 2},
 	{dRemovexattr, 1}, {dListxattr, 1}, {dReaddir, 2}, {dMmap, 2}, {dSeek, 3}, {dDeep, 1},
 	{dAsCreate, 6}, {dAsMkdir, 3}, {dAsWrite, 3}, {dAsChmod, 2}, {dAsUnlink, 1}, {dAsRename, 1}, {dAsSymlink, 1},
-	{dReopen, 2},
+	{dReopen, 2}, {dChown, 2}, {dAsFallocate, 2},
 }
 
 // diffOp is one concrete operation: replaying a list of them on fresh
@@ -251,7 +255,9 @@ func (o diffOp) String() string {
 		return fmt.Sprintf("diffSeekWalk(%s, %d) // SEEK_DATA and SEEK_HOLE at the offset, then data/hole walk from 0", fd, o.off)
 	case dDeep:
 		return fmt.Sprintf("diffDeepChain(%s, %d levels of %q) // mkdirat+openat down from a descriptor, then file ops at the bottom", p, o.n, deepName(o.seed)[:1]+"...")
-	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
+	case dChown:
+		return fmt.Sprintf("chmod(%s, %#o); lchown(%s, %d, %d)", p, o.mode, p, o.off, o.n)
+	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink, dAsFallocate:
 		return fmt.Sprintf("as(uid=gid=%d, umask=%#o): %s", o.uid, o.umask, asString(o))
 	case dCheck:
 		return "compareAll() // listings, stat, links, xattrs and full content of every file and open descriptor"
@@ -301,6 +307,8 @@ func renameFlagString(f int) string {
 		return "RENAME_NOREPLACE"
 	case unix.RENAME_EXCHANGE:
 		return "RENAME_EXCHANGE"
+	case unix.RENAME_WHITEOUT:
+		return "RENAME_WHITEOUT"
 	}
 	return strconv.Itoa(f)
 }
@@ -446,7 +454,17 @@ func newDiffEnv(t testing.TB, native bool, vs ...variant) *diffEnv {
 	}
 	for _, v := range vs {
 		e.names = append(e.names, v.name)
-		e.mounts = append(e.mounts, mountVariant(t, v))
+		tm := newVolume(t, v)
+		tm.mount(t, func(o *Options) {
+			o.NoXattr = v.noXattr
+			if os.Geteuid() == 0 {
+				// As the reference's filesystem: an open of a device
+				// node (the 0/0 whiteout RENAME_WHITEOUT leaves) gives
+				// ENXIO there, EACCES on a nodev mount.
+				o.MountFlags = []string{"dev"}
+			}
+		})
+		e.mounts = append(e.mounts, tm)
 		e.noXattr = e.noXattr || v.noXattr
 	}
 	e.mmap = startMmapHelper(t)
@@ -905,7 +923,7 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 		} else {
 			o.path2 = c.newPath(ch, diffFileNames, 3)
 		}
-		o.flags = []int{0, 0, 0, 0, 0, 0, 0, 0, unix.RENAME_NOREPLACE, unix.RENAME_EXCHANGE}[ch.Intn(10)]
+		o.flags = []int{0, 0, 0, 0, 0, 0, 0, 0, unix.RENAME_NOREPLACE, unix.RENAME_EXCHANGE, unix.RENAME_WHITEOUT}[ch.Intn(11)]
 	case dLink:
 		if o.path = c.fileOrNew(ch); ch.Intn(10) == 0 {
 			o.path = c.anyEntry(ch)
@@ -999,7 +1017,16 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 		}
 		o.path = ds[ch.Intn(len(ds))]
 		o.n = 16 + int64(ch.Intn(18))
-	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
+	case dChown:
+		if p, ok := pickFrom(ch, c.model.files); ok && ch.Intn(6) > 0 {
+			o.path = p
+		} else {
+			o.path = c.anyEntry(ch)
+		}
+		o.mode = []uint32{06644, 06755, 02644, 02755, 04755, 06666}[ch.Intn(6)]
+		o.off = []int64{-1, 0, 1000, 2000}[ch.Intn(4)]
+		o.n = []int64{-1, 0, 1000, 2000}[ch.Intn(4)]
+	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink, dAsFallocate:
 		o.uid = []uint32{0, 0, 1000, 1000, 1001}[ch.Intn(5)]
 		o.umask = diffUmasks[ch.Intn(len(diffUmasks))]
 		switch k {
@@ -1040,6 +1067,11 @@ func (c *diffClient) genKind(ch chooser, k diffKind) (diffOp, bool) {
 		case dAsSymlink:
 			o.path = c.newPath(ch, diffFileNames, 3)
 			o.path2 = diffTargets[ch.Intn(len(diffTargets))]
+		case dAsFallocate:
+			o.path = c.fileOrNew(ch)
+			o.flags = []int{0, unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE,
+				unix.FALLOC_FL_ZERO_RANGE, unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE}[ch.Intn(5)]
+			o.off, o.n = int64(ch.Intn(8192)), pickLen(ch, 16<<10)
 		}
 	}
 	return o, true
@@ -1308,7 +1340,10 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 		}
 	case dDeep:
 		r.info = diffDeepChain(p, int(o.n), o.seed, !c.e.noDots)
-	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink:
+	case dChown:
+		r.info = fmt.Sprintf("chmod errno %d", errnoOf(unix.Fchmodat(unix.AT_FDCWD, p, o.mode, 0)))
+		err = unix.Lchown(p, int(o.off), int(o.n))
+	case dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsRename, dAsSymlink, dAsFallocate:
 		r.info = c.e.mmap.as(c.e.mounts[i].mnt, o)
 	}
 	r.errno = errnoOf(err)
@@ -1333,7 +1368,7 @@ func (c *diffClient) observe(i int, o *diffOp) string {
 	var paths []string
 	switch o.kind {
 	case dOpen, dTruncate, dUnlink, dMkdir, dRmdir, dSymlink, dChmod, dSetxattr, dRemovexattr, dMmap,
-		dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsSymlink, dDeep:
+		dAsCreate, dAsMkdir, dAsWrite, dAsChmod, dAsUnlink, dAsSymlink, dDeep, dChown, dAsFallocate:
 		paths = []string{o.path}
 	case dRename, dLink, dAsRename:
 		paths = []string{o.path, o.path2}
@@ -1389,7 +1424,7 @@ func (c *diffClient) apply(o diffOp) *diffFailure {
 	}
 	switch o.kind {
 	case dOpen, dRename, dLink, dUnlink, dMkdir, dRmdir, dSymlink, dMmap, dTruncate, dDeep,
-		dAsCreate, dAsMkdir, dAsWrite, dAsUnlink, dAsRename, dAsSymlink:
+		dAsCreate, dAsMkdir, dAsWrite, dAsUnlink, dAsRename, dAsSymlink, dAsFallocate:
 		c.refresh()
 	}
 	fail := func(what string, format string, args ...any) *diffFailure {
@@ -2301,13 +2336,27 @@ func TestDifferentialBugFstatRemovedDir(t *testing.T) {
 // otherUserDirs mounts every variant with allow_other and returns them
 // and a plain directory, all reachable by other users.
 func otherUserDirs(t *testing.T) map[string]string {
+	return otherUserDirsIn(t, "")
+}
+
+// otherUserDirsIn is otherUserDirs with the native directory and every
+// LOWER on the filesystem of directory base ("": the test's temporary
+// directory).
+func otherUserDirsIn(t *testing.T, base string) map[string]string {
 	requireFUSE(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: to act as another user, and the daemon's root-only paths")
 	}
-	dirs := map[string]string{"native": t.TempDir()}
+	if base == "" {
+		base = t.TempDir()
+	}
+	native := path.Join(base, "native")
+	must(t, os.Mkdir(native, 0755))
+	dirs := map[string]string{"native": native}
 	for _, v := range variants {
-		tm := newVolume(t, v)
+		vb := path.Join(base, v.name)
+		must(t, os.Mkdir(vb, 0755))
+		tm := newVolumeIn(t, v, vb)
 		tm.mount(t, func(o *Options) { o.AllowOther = true })
 		dirs[v.name] = tm.mnt
 	}

@@ -52,6 +52,28 @@ func (k *killPriv) clear(cancel <-chan struct{}, hdr *fuse.InHeader) {
 	k.RawFileSystem.SetAttr(cancel, in, &attr)
 }
 
+// clearChown drops what a chown by the caller of hdr drops natively from
+// node hdr.NodeId, the file's group before the change being oldGid.
+func (k *killPriv) clearChown(cancel <-chan struct{}, hdr *fuse.InHeader, oldGid uint32) {
+	var attr fuse.AttrOut
+	if k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: *hdr}, &attr) != fuse.OK {
+		return
+	}
+	mode := attr.Mode
+	if mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return
+	}
+	kill := uint32(syscall.S_ISUID)
+	if mode&syscall.S_ISGID != 0 && (mode&syscall.S_IXGRP != 0 || !inGroup(&hdr.Caller, oldGid) && !capableCaller(&hdr.Caller, capFsetid)) {
+		kill |= syscall.S_ISGID
+	}
+	if mode&kill == 0 {
+		return
+	}
+	in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{InHeader: *hdr, Valid: fuse.FATTR_MODE, Mode: mode &^ kill & 07777}}
+	k.RawFileSystem.SetAttr(cancel, in, &attr)
+}
+
 func (k *killPriv) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 		k.clear(cancel, &in.InHeader)
@@ -67,15 +89,48 @@ func (k *killPriv) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byt
 }
 
 func (k *killPriv) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	// Three SETATTRs follow the chown rule: a chown (the kernel flags
+	// every one FATTR_KILL_SUIDGID, whoever makes it), a chown to -1, -1
+	// (no attribute, no flag), and the SETATTR with no attribute the
+	// kernel sends, for a caller without CAP_FSETID only, where it would
+	// remove privileges itself (file_remove_privs: fallocate, punch,
+	// zero range, copy_file_range...). For such a caller the chown rule
+	// is the kernel's rule for writes, and the two cannot be told apart.
+	chown := in.Valid&fuse.FATTR_SIZE == 0 && (in.Valid&fuse.FATTR_KILL_SUIDGID != 0 || setattrNothing(in))
+	var oldGid uint32
+	if chown && in.Valid&fuse.FATTR_GID != 0 {
+		// The set-group-ID rule of a chown looks at the group the file
+		// had before (chown_common), which a change of group loses.
+		var before fuse.AttrOut
+		if st := k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: in.InHeader}, &before); st != fuse.OK {
+			return st
+		}
+		oldGid = before.Gid
+	}
 	st := k.RawFileSystem.SetAttr(cancel, in, out)
 	// out holds the attributes after the change: without a set-user-ID
-	// or set-group-ID bit left (the common case, and what a chown, which
-	// drops them in LOWER too, leaves), there is nothing to clear.
-	if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && out.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
-		k.clear(cancel, &in.InHeader)
-		// Report the mode as it is now.
-		k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: in.InHeader}, out)
+	// or set-group-ID bit left (the common case), there is nothing to
+	// clear.
+	if st != fuse.OK || out.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 {
+		return st
 	}
+	switch {
+	case chown:
+		// LOWER, chowned by the root daemon, dropped set-user-ID and a
+		// group-executable set-group-ID already; what is left is the
+		// set-group-ID bit the kernel keeps for a caller in the file's
+		// group or holding CAP_FSETID (setattr_should_drop_sgid).
+		if in.Valid&fuse.FATTR_GID == 0 {
+			oldGid = out.Gid
+		}
+		k.clearChown(cancel, &in.InHeader, oldGid)
+	case in.Valid&fuse.FATTR_KILL_SUIDGID != 0:
+		k.clear(cancel, &in.InHeader)
+	default:
+		return st
+	}
+	// Report the mode as it is now.
+	k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: in.InHeader}, out)
 	return st
 }
 

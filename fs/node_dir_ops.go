@@ -447,8 +447,11 @@ func (s *side) rename(a *acct, n *node, name string, np *node, newName string, f
 	if errno := s.t.writeLong(a, s.parentLoc(nw), nw.name, newLong); errno != 0 {
 		return errno
 	}
-	if flags&unix.RENAME_EXCHANGE != 0 {
-		// Both names stay in use: each needs its sidecar.
+	// After an exchange both names stay in use, and after a rename with
+	// RENAME_WHITEOUT the old name holds the whiteout: each needs its
+	// sidecar.
+	keepOld := flags&(unix.RENAME_EXCHANGE|unix.RENAME_WHITEOUT) != 0
+	if keepOld {
 		if errno := s.t.writeLong(a, s.parentLoc(old), old.name, long); errno != 0 {
 			return errno
 		}
@@ -482,7 +485,7 @@ func (s *side) rename(a *acct, n *node, name string, np *node, newName string, f
 		}
 		return toErrno(err)
 	}
-	if flags&unix.RENAME_EXCHANGE == 0 && (old.dirRel != nw.dirRel || old.name != nw.name) {
+	if !keepOld && (old.dirRel != nw.dirRel || old.name != nw.name) {
 		s.t.dropLong(a, s.parentLoc(old), old.name)
 	}
 	return 0

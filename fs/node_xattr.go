@@ -290,9 +290,11 @@ const initUserNSIno = 0xEFFFFFFD
 // a cache keyed by PID would outlive a PID's reuse.
 func callerCapable(ctx context.Context, capBit uint) bool {
 	c, ok := fuse.FromContext(ctx)
-	if !ok {
-		return false
-	}
+	return ok && capableCaller(c, capBit)
+}
+
+// capableCaller is callerCapable for the caller of a raw request.
+func capableCaller(c *fuse.Caller, capBit uint) bool {
 	proc := "/proc/" + strconv.FormatUint(uint64(c.Pid), 10)
 	var ns unix.Stat_t
 	if unix.Stat(proc+"/ns/user", &ns) != nil || ns.Ino != initUserNSIno {

@@ -27,7 +27,7 @@ var flagValues = []struct {
 	{"passwd", "kdf", false, fixed(kdf.Argon2id, kdf.Scrypt, kdf.PBKDF2)},
 	{"mount", "transport", false, fixed(fs.TransportAuto, fs.TransportDev, fs.TransportUring)},
 	{"mount", "readdir", false, fixed(fs.ReaddirPlus, fs.ReaddirAuto, fs.ReaddirPlain)},
-	{"mount", "options", true, fixed("allow_other", "ro", "debug", "nonempty", "noexec")},
+	{"mount", "options", true, fixed("allow_other", "ro", "debug", "nonempty", "noexec", "noatime", "relatime", "strictatime", "nodiratime", "lazytime", "suid", "dev")},
 	{"bench", "size", false, fixed(string(bench.SizeTiny), string(bench.SizeSmall), string(bench.SizeDefault), string(bench.SizeLarge))},
 	{"bench", "targets", true, benchTargetNames},
 	{"bench", "workloads", true, benchWorkloadNames},

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // isHelperForm reports whether args are the mount helper's "LOWER MNT
@@ -41,17 +42,9 @@ func isHelperForm(root *cobra.Command, args []string) bool {
 // 'twincrypt mount' command line.
 func helperMountArgs(args []string) ([]string, error) {
 	lower, mnt := args[0], args[1]
-	var optValues []string
-	for i := 2; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "-o" && i+1 < len(args):
-			i++
-			optValues = append(optValues, args[i])
-		case strings.HasPrefix(a, "-o") && len(a) > 2:
-			optValues = append(optValues, a[2:])
-		default:
-			return nil, usageErrorf("mount helper form is 'twincrypt LOWER MNT [-o OPTIONS]', got %q", a)
-		}
+	optValues, err := helperOptValues(args)
+	if err != nil {
+		return nil, err
 	}
 	out := []string{"mount", "--background", "--quiet"}
 	var ours []string
@@ -93,9 +86,16 @@ func helperMountArgs(args []string) ([]string, error) {
 				noexec = false
 			case !hasValue && (name == "allow_other" || name == "debug" || name == "nonempty"):
 				ours = append(ours, name)
+			case !hasValue && atimeOption(name):
+				ours = append(ours, name)
+			case !hasValue && (name == "allow_suid" || name == "allow_dev"):
+				// mount.fuse3 adds suid,dev to every line that does not
+				// say nosuid,nodev, so those cannot be consent: these
+				// are (gocryptfs's -suid, -dev; root only).
+				ours = append(ours, strings.TrimPrefix(name, "allow_"))
 			case helperTolerated(name, hasValue):
 			default:
-				return nil, usageErrorf("unknown mount option %q (twincrypt knows passfile=FILE, extpass=PROGRAM, allow_other, ro, rw, debug, nonempty, passthrough, shared_storage, noxattr, transport=dev|uring|auto, readdir=plus|auto|plain, idle=DURATION, log=FILE, oplog=FILE, noexec, summary=FILE; see 'twincrypt mount --help')", opt)
+				return nil, usageErrorf("unknown mount option %q (twincrypt knows passfile=FILE, extpass=PROGRAM, allow_other, ro, rw, debug, nonempty, passthrough, shared_storage, noxattr, transport=dev|uring|auto, readdir=plus|auto|plain, idle=DURATION, log=FILE, oplog=FILE, noexec, summary=FILE, noatime, relatime, strictatime, nodiratime, lazytime, allow_suid, allow_dev, remount; see 'twincrypt mount --help')", opt)
 			}
 		}
 	}
@@ -111,12 +111,95 @@ func helperMountArgs(args []string) ([]string, error) {
 	return append(out, "--", lower, mnt), nil
 }
 
+// helperOptValues are the -o values of the helper form's arguments.
+func helperOptValues(args []string) ([]string, error) {
+	var optValues []string
+	for i := 2; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-o" && i+1 < len(args):
+			i++
+			optValues = append(optValues, args[i])
+		case strings.HasPrefix(a, "-o") && len(a) > 2:
+			optValues = append(optValues, a[2:])
+		default:
+			return nil, usageErrorf("mount helper form is 'twincrypt LOWER MNT [-o OPTIONS]', got %q", a)
+		}
+	}
+	return optValues, nil
+}
+
+// atimeOption reports the mount(8) options of the atime family.
+func atimeOption(name string) bool {
+	switch name {
+	case "noatime", "relatime", "strictatime", "nodiratime", "atime", "diratime", "lazytime", "nolazytime":
+		return true
+	}
+	return false
+}
+
+// helperRemount: "mount -o remount,..." reaches the helper too, with the
+// mount's options as mountinfo shows them followed by the new ones
+// (mount(8) merges them; the later wins). ok reports a remount; flags
+// are its mount(2) flags. The kernel's own options (user_id=,
+// default_permissions, max_read=...) and ours (passfile=...) cannot
+// change on a remount and are left out: a remount changes what mount(2)
+// changes, the per-mount flags and read-only.
+func helperRemount(args []string) (mnt string, flags uintptr, ok bool, err error) {
+	optValues, err := helperOptValues(args)
+	if err != nil {
+		return "", 0, false, err
+	}
+	flags = unix.MS_REMOUNT
+	const atime = unix.MS_NOATIME | unix.MS_RELATIME | unix.MS_STRICTATIME
+	for _, v := range optValues {
+		for _, opt := range strings.Split(v, ",") {
+			switch strings.TrimSpace(opt) {
+			case "remount":
+				ok = true
+			case "ro":
+				flags |= unix.MS_RDONLY
+			case "rw":
+				flags &^= unix.MS_RDONLY
+			case "nosuid":
+				flags |= unix.MS_NOSUID
+			case "suid":
+				flags &^= unix.MS_NOSUID
+			case "nodev":
+				flags |= unix.MS_NODEV
+			case "dev":
+				flags &^= unix.MS_NODEV
+			case "noexec":
+				flags |= unix.MS_NOEXEC
+			case "exec":
+				flags &^= unix.MS_NOEXEC
+			case "noatime":
+				flags = flags&^atime | unix.MS_NOATIME
+			case "relatime":
+				flags = flags&^atime | unix.MS_RELATIME
+			case "strictatime":
+				flags = flags&^atime | unix.MS_STRICTATIME
+			case "atime":
+				flags &^= unix.MS_NOATIME
+			case "nodiratime":
+				flags |= unix.MS_NODIRATIME
+			case "diratime":
+				flags &^= unix.MS_NODIRATIME
+			case "lazytime":
+				flags |= unix.MS_LAZYTIME
+			case "nolazytime":
+				flags &^= unix.MS_LAZYTIME
+			}
+		}
+	}
+	return args[1], flags, ok, nil
+}
+
 // helperTolerated are the options that mount(8), fstab conventions or
 // mount.fuse3 put on the line and that mean nothing to the daemon. "dev"
 // and "suid" are added by mount.fuse3 to every mount: twincrypt mounts are
-// always nodev,nosuid (as fusermount3 makes every FUSE mount of a user),
-// so they are tolerated and not honoured, and "nodev", "nosuid" are what
-// happens anyway.
+// nodev,nosuid unless allow_dev, allow_suid say otherwise (as fusermount3
+// makes every FUSE mount of a user), so they are tolerated and not
+// honoured, and "nodev", "nosuid" are what happens anyway.
 func helperTolerated(name string, hasValue bool) bool {
 	if strings.HasPrefix(name, "x-") || strings.HasPrefix(name, "X-") || name == "comment" {
 		return true

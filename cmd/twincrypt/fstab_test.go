@@ -42,6 +42,13 @@ func TestHelperMountArgs(t *testing.T) {
 			[]string{"mount", "--background", "--quiet", "--readdir", "auto", "-o", "ro", "--", "L", "M"}},
 		{[]string{"L", "M", "-o", "idle=30m,ro"},
 			[]string{"mount", "--background", "--quiet", "--idle", "30m", "-o", "ro", "--", "L", "M"}},
+		// Issue 41: the atime family goes to the mount; suid and dev only
+		// as allow_suid, allow_dev (mount.fuse3 adds suid,dev to every line).
+		{[]string{"L", "M", "-o", "noatime,nodiratime,relatime,strictatime,lazytime,dev,suid"},
+			[]string{"mount", "--background", "--quiet", "-o", "noatime,nodiratime,relatime,strictatime,lazytime", "--", "L", "M"}},
+		{[]string{"L", "M", "-o", "allow_suid,allow_dev,dev,suid"},
+			[]string{"mount", "--background", "--quiet", "-o", "suid,dev", "--", "L", "M"}},
+		{[]string{"L", "M", "-o", "noatime=1"}, nil},
 		{[]string{"L", "M", "-o", "bogus"}, nil},
 		{[]string{"L", "M", "-o", "passfile="}, nil},
 		{[]string{"L", "M", "-o", "ro=1"}, nil},
@@ -64,6 +71,29 @@ func TestHelperMountArgs(t *testing.T) {
 
 // TestHelperFormNeedsDirectory: a first argument that is neither a command
 // nor a directory is still an unknown command.
+// TestHelperRemount: "mount -o remount,..." reaches the helper with the
+// mount's options from mountinfo, then the new ones; the later wins.
+func TestHelperRemount(t *testing.T) {
+	const keep = syscall.MS_REMOUNT | syscall.MS_NOSUID | syscall.MS_NODEV
+	tests := []struct {
+		opts  string
+		flags uintptr
+		ok    bool
+	}{
+		{"ro,nosuid,nodev,relatime,remount,noatime,user_id=0,group_id=0,default_permissions,max_read=1048576",
+			keep | syscall.MS_RDONLY | syscall.MS_NOATIME, true},
+		{"ro,nosuid,nodev,noatime,remount,rw,relatime,user_id=0", keep | syscall.MS_RELATIME, true},
+		{"rw,nosuid,nodev,noexec,remount,nodiratime,lazytime", keep | syscall.MS_NOEXEC | syscall.MS_NODIRATIME | 1<<25, true},
+		{"rw,passfile=/x,dev,suid", syscall.MS_REMOUNT, false},
+	}
+	for _, tt := range tests {
+		mnt, flags, ok, err := helperRemount([]string{"L", "M", "-o", tt.opts})
+		if err != nil || mnt != "M" || ok != tt.ok || ok && flags != tt.flags {
+			t.Errorf("helperRemount(-o %s) = %q, %#x, %v, %v; want M, %#x, %v", tt.opts, mnt, flags, ok, err, tt.flags, tt.ok)
+		}
+	}
+}
+
 func TestHelperFormNeedsDirectory(t *testing.T) {
 	dir := tempDir(t)
 	twincrypt(t, "", "mout", dir, dir).expectExit(t, exitUsage, "a mistyped command")
@@ -141,10 +171,17 @@ func TestMountHelperFstab(t *testing.T) {
 			script := `set -eu
 trap 'umount -l "$MNT" 2>/dev/null || true' EXIT
 mount --bind "$BINDIR" /usr/local/sbin
-mount -t fuse.twincrypt "$LOWER" "$MNT" -o "$AUTH,allow_other"
+mount -t fuse.twincrypt "$LOWER" "$MNT" -o "$AUTH,allow_other,noatime,nodiratime"
 echo "mountinfo1: $(grep " $MNT " /proc/self/mountinfo)"
 printf '%s' "$CONTENT" > "$MNT/file.txt"
 echo "read1: $(cat "$MNT/file.txt")"
+mount -o remount,ro "$MNT"
+echo "remount ro: $(grep " $MNT " /proc/self/mountinfo)"
+if (echo x > "$MNT/other") 2>/dev/null; then echo "write ro: allowed"; else echo "write ro: refused"; fi
+mount -o remount,rw,relatime "$MNT"
+echo "remount rw: $(grep " $MNT " /proc/self/mountinfo)"
+if (echo x > "$MNT/other") 2>/dev/null; then echo "write rw: allowed"; else echo "write rw: refused"; fi
+rm -f "$MNT/other"
 umount "$MNT"
 echo "after umount1: $(grep -c " $MNT " /proc/self/mountinfo || true)"
 mount -T "$FSTAB" "$MNT"
@@ -176,6 +213,19 @@ echo done
 			// mountinfo: ... mount-options - fstype source super-options
 			if len(mi1) < 10 || mi1[len(mi1)-3] != "fuse.twincrypt" || !strings.Contains(mi1[len(mi1)-1], "allow_other") {
 				t.Errorf("mount -t: mountinfo %q; want a fuse.twincrypt mount with allow_other", lines["mountinfo1"])
+			}
+			// Issue 41: the atime flags reach the mount, and remount
+			// switches read-only and back keeping nosuid,nodev.
+			if len(mi1) < 10 || !strings.Contains(mi1[5], "noatime") || !strings.Contains(mi1[5], "nodiratime") || !strings.Contains(mi1[5], "nosuid,nodev") {
+				t.Errorf("mount -o noatime,nodiratime: mountinfo %q; want noatime,nodiratime and nosuid,nodev", lines["mountinfo1"])
+			}
+			ro, rw := strings.Fields(lines["remount ro"]), strings.Fields(lines["remount rw"])
+			if len(ro) < 10 || !strings.HasPrefix(ro[5], "ro,") || !strings.Contains(ro[5], "nosuid,nodev") || lines["write ro"] != "refused" {
+				t.Errorf("mount -o remount,ro: mountinfo %q, write %q; want ro, nosuid,nodev, refused", lines["remount ro"], lines["write ro"])
+			}
+			if len(rw) < 10 || !strings.HasPrefix(rw[5], "rw,") || !strings.Contains(rw[5], "nosuid,nodev") || !strings.Contains(rw[5], "relatime") ||
+				lines["write rw"] != "allowed" {
+				t.Errorf("mount -o remount,rw,relatime: mountinfo %q, write %q; want rw, nosuid,nodev, relatime, allowed", lines["remount rw"], lines["write rw"])
 			}
 			if lines["read1"] != content || lines["read2"] != content {
 				t.Errorf("read back %q and %q; want %q", lines["read1"], lines["read2"], content)

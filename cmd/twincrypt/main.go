@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // version is overridden with -ldflags "-X main.version=..." by release builds.
@@ -40,9 +41,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root, reached := newRootCmd()
 	if isHelperForm(root, args) {
 		// Called by mount.fuse3 for "mount -t fuse.twincrypt" or fstab.
+		mountCmd, _, _ := root.Find([]string{"mount"})
+		if mnt, flags, ok, err := helperRemount(args); err != nil || ok {
+			if err == nil {
+				if err = unix.Mount("", mnt, "", flags, ""); err != nil {
+					err = fmt.Errorf("remount %s: %w", mnt, err)
+				}
+			}
+			if err != nil {
+				printError(stderr, mountCmd, err)
+				return exitCode(err)
+			}
+			return exitOK
+		}
 		mountArgs, err := helperMountArgs(args)
 		if err != nil {
-			mountCmd, _, _ := root.Find([]string{"mount"})
 			printError(stderr, mountCmd, err)
 			return exitCode(err)
 		}

@@ -121,12 +121,19 @@ Mount options (-o, comma separated, may repeat):
   debug         log every FUSE request, like --debug
   nonempty      allow mounting over a non-empty MNT
   noexec        forbid executing the mount's files
+  noatime, relatime, strictatime, nodiratime, lazytime
+                the atime flags of the mount itself; the times shown are
+                LOWER's, which its own mount options govern (docs/differences.md)
+  suid, dev     root only: honour set-ID bits and device nodes (default
+                nosuid,nodev, as gocryptfs without -suid, -dev); in fstab
+                allow_suid, allow_dev
 
 mount(8) and /etc/fstab reach twincrypt through fuse3's mount.fuse3 as
 'twincrypt LOWER MNT -o OPTIONS' (type fuse.twincrypt), which is this
 command with --background --quiet; -o there also takes passfile=FILE,
 extpass=PROGRAM, log=FILE, oplog=FILE, summary=FILE, passthrough,
-shared_storage, noxattr, transport=, readdir=, idle= and rw, and accepts
+shared_storage, noxattr, transport=, readdir=, idle=, rw and remount
+(mount -o remount,ro|rw, and the atime flags), and accepts
 fstab's own options (noauto, nofail, _netdev, users, x-systemd.*, ...). See the
 README and docs/systemd/.
 
@@ -165,7 +172,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`; default 8, on more than 8 CPUs 64 in all, at least 2)")
 	fl.DurationVar(&f.idle, "idle", 0, "unmount by itself once no operation has reached the daemon for `DURATION` (e.g. 30m) and nothing holds the mount busy; 0: never")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
-	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec (comma separated)")
+	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec, noatime, relatime, strictatime, nodiratime, lazytime, suid, dev (comma separated)")
 	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request and reply (plaintext names and data: see above)")
 	fl.StringVar(&f.logFile, "log", "", "append log output to `FILE` (in --background mode the only place it goes)")
@@ -394,6 +401,7 @@ func serve(plan *mountPlan, masterKey []byte, f mountFlags, logOut io.Writer, lo
 			ReadOnly:          plan.opts.ro,
 			AllowOther:        plan.opts.allowOther,
 			NoExec:            plan.opts.noexec,
+			MountFlags:        plan.opts.flags,
 			KernelPassthrough: f.kernelPassthrough,
 			SharedStorage:     f.sharedStorage,
 			NoXattr:           f.noXattr,

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/twincrypt/twincrypt/cipher/config"
+	"github.com/twincrypt/twincrypt/fs"
 )
 
 // mountOpts are the -o options mount understands. Anything else is a usage
@@ -22,6 +23,9 @@ type mountOpts struct {
 	debug      bool
 	nonempty   bool
 	noexec     bool
+	// flags are mount(8) flags of the atime family and [no]suid, [no]dev
+	// (fs.Options.MountFlags), in order.
+	flags []string
 }
 
 // parseMountOpts parses the values of every -o flag, each a comma list.
@@ -42,10 +46,16 @@ func parseMountOpts(values []string) (mountOpts, error) {
 				o.nonempty = true
 			case "noexec":
 				o.noexec = true
+			case "noatime", "relatime", "strictatime", "nodiratime", "atime", "diratime", "lazytime", "nolazytime",
+				"suid", "dev", "nosuid", "nodev":
+				o.flags = append(o.flags, strings.TrimSpace(opt))
 			default:
-				return mountOpts{}, usageErrorf("unknown mount option -o %q (known: allow_other, ro, debug, nonempty, noexec)", opt)
+				return mountOpts{}, usageErrorf("unknown mount option -o %q (known: allow_other, ro, debug, nonempty, noexec, noatime, relatime, strictatime, nodiratime, lazytime, suid, dev)", opt)
 			}
 		}
+	}
+	if err := fs.CheckMountFlags(o.flags); err != nil {
+		return mountOpts{}, usageErrorf("-o: %v", err)
 	}
 	return o, nil
 }
@@ -61,7 +71,7 @@ func (o mountOpts) String() string {
 			opts = append(opts, f.name)
 		}
 	}
-	return strings.Join(opts, ",")
+	return strings.Join(append(opts, o.flags...), ",")
 }
 
 // realDir returns the absolute, symlink-free path of dir, which must exist

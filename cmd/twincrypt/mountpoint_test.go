@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -27,6 +28,24 @@ func TestParseMountOpts(t *testing.T) {
 		{[]string{"ro,bogus"}, mountOpts{}, true},
 		{[]string{"ro", "allow_others"}, mountOpts{}, true},
 		{[]string{"RO"}, mountOpts{}, true},
+		// Issue 41: what fstab users write.
+		{[]string{"noatime,ro,nodiratime"}, mountOpts{ro: true, flags: []string{"noatime", "nodiratime"}}, false},
+		{[]string{"relatime", "strictatime,lazytime"}, mountOpts{flags: []string{"relatime", "strictatime", "lazytime"}}, false},
+		{[]string{"nosuid,nodev"}, mountOpts{flags: []string{"nosuid", "nodev"}}, false},
+		{[]string{"noatime=1"}, mountOpts{}, true},
+	}
+	if os.Geteuid() == 0 {
+		tests = append(tests, struct {
+			in      []string
+			want    mountOpts
+			wantErr bool
+		}{[]string{"suid,dev"}, mountOpts{flags: []string{"suid", "dev"}}, false})
+	} else {
+		tests = append(tests, struct {
+			in      []string
+			want    mountOpts
+			wantErr bool
+		}{[]string{"suid"}, mountOpts{}, true})
 	}
 	for _, tt := range tests {
 		got, err := parseMountOpts(tt.in)
@@ -36,16 +55,17 @@ func TestParseMountOpts(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != tt.want {
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseMountOpts(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
 	}
 }
 
 func TestMountOptsRoundTrip(t *testing.T) {
-	for _, o := range []mountOpts{{}, {ro: true}, {allowOther: true, debug: true, nonempty: true}, {true, true, true, true, true}} {
+	for _, o := range []mountOpts{{}, {ro: true}, {allowOther: true, debug: true, nonempty: true}, {true, true, true, true, true, nil},
+		{noexec: true, flags: []string{"noatime", "nodiratime", "lazytime"}}} {
 		got, err := parseMountOpts([]string{o.String()})
-		if err != nil || got != o {
+		if err != nil || !reflect.DeepEqual(got, o) {
 			t.Errorf("%+v -> %q -> %+v, %v", o, o.String(), got, err)
 		}
 	}
