@@ -291,10 +291,10 @@ func faultErrnoString(err error) string {
 // exhaustDaemonFDs lowers the daemon's RLIMIT_NOFILE (soft and hard, with
 // prlimit(2) on the running process) to a few descriptors above what it
 // uses, then opens n4 on the mount until the daemon has none left. It
-// returns the open files (closed at cleanup), the error of the open that
-// failed, and restore, which gives the daemon its few descriptors back
-// (call it once the files are closed).
-func exhaustDaemonFDs(t *testing.T, m *faultMount) (open []*os.File, openErr error, restore func()) {
+// returns the open files (closed at cleanup), restore, which gives the
+// daemon its few descriptors back (call it once the files are closed), and
+// the error of the open that failed.
+func exhaustDaemonFDs(t *testing.T, m *faultMount) (open []*os.File, restore func(), openErr error) {
 	t.Helper()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.pid))
 	if err != nil {
@@ -333,11 +333,11 @@ func exhaustDaemonFDs(t *testing.T, m *faultMount) (open []*os.File, openErr err
 			if err := unix.Prlimit(m.pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: free, Max: limit}, nil); err != nil {
 				t.Fatalf("lower the daemon's limit to its lowest free descriptor %d: %v", free, err)
 			}
-			return open, err, func() {
+			return open, func() {
 				if err := unix.Prlimit(m.pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
 					t.Errorf("give the daemon its limit of %d back: %v", limit, err)
 				}
-			}
+			}, err
 		}
 		open = append(open, f)
 	}
@@ -370,7 +370,7 @@ func TestFaultDaemonOutOfFDs(t *testing.T) {
 		faultNeighbours(t, m.mnt)
 		before := faultTreeSums(t, m.mnt)
 		m.remount(t)
-		open, openErr, restore := exhaustDaemonFDs(t, m)
+		open, restore, openErr := exhaustDaemonFDs(t, m)
 		record("open", name, openErr)
 		// At the limit: what needs a new daemon descriptor fails, what
 		// does not works.
@@ -486,7 +486,7 @@ func TestFaultAtFDLimit(t *testing.T) {
 		m := mountFaultVariant(t, name)
 		faultNeighbours(t, m.mnt)
 		m.remount(t)
-		open, _, restore := exhaustDaemonFDs(t, m)
+		open, restore, _ := exhaustDaemonFDs(t, m)
 		_, err := os.Stat(filepath.Join(m.mnt, "dir", "n1"))
 		if err != nil && faultErrnoOf(err) != syscall.EMFILE {
 			log, _ := os.ReadFile(m.log)
