@@ -53,7 +53,7 @@ func (r *root) begin(op measure.Op, n *node) opRun {
 // the op log records paths.
 func (r *root) beginNamed(op measure.Op, n *node, name string) opRun {
 	var o opRun
-	if r.activity != nil {
+	if r.activity != nil && isActivity(op, n) {
 		r.activity.Add(1)
 	}
 	if r.rec != nil {
@@ -68,6 +68,26 @@ func (r *root) beginNamed(op measure.Op, n *node, name string) opRun {
 		}
 	}
 	return o
+}
+
+// isActivity says whether op on n is something a user does with the
+// volume, which keeps a mount with --idle from unmounting (Options.Activity).
+// What is not: STATFS, and reading the root's own attributes (GETATTR,
+// GETXATTR, LISTXATTR of the mount point). Those are what walkers of the
+// mount table do to every mount, on their own schedule: df, findmnt, a
+// desktop's disk-space applet, systemd, a monitoring agent's filesystem
+// collector. Counting them, the mount would never go idle on a real
+// machine. gocryptfs -idle draws the line in the same place: only the
+// operations that reach below the root mark it busy. Unlike gocryptfs we
+// do count listing and opening the root itself (ls MNT is a user's).
+func isActivity(op measure.Op, n *node) bool {
+	switch op {
+	case measure.OpStatfs:
+		return false
+	case measure.OpGetattr, measure.OpGetxattr, measure.OpListxattr:
+		return !n.isRoot()
+	}
+	return true
 }
 
 // mirror applies the operation to the twin side (mirror mode only), timed

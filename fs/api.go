@@ -63,9 +63,10 @@ type Options struct {
 	FSName string
 	// Recorder times every operation (nil: instrumentation off).
 	Recorder *measure.Recorder
-	// Activity, if set, counts the operations the daemon serves (all
-	// but FORGET), whether or not they are timed: a mount that watches
-	// for idleness (twincrypt mount --idle) reads it.
+	// Activity, if set, counts the operations the daemon serves that a
+	// user makes (all but FORGET, STATFS and reads of the root's own
+	// attributes: see isActivity), whether or not they are timed: a
+	// mount that watches for idleness (twincrypt mount --idle) reads it.
 	Activity *atomic.Uint64
 	// SharedStorage is for a LOWER that is changed by others too while
 	// mounted (a cloud-sync folder, a second mount of the same volume,

@@ -182,6 +182,11 @@ func TestCacheSeesDaemonChanges(t *testing.T) {
 // be changed behind a default mount). The file is held open so that the
 // kernel cannot drop its entry and attributes early for its own reasons
 // (memory pressure) and look it up anew.
+// sharedShowsWithin bounds the wait for a change behind a shared-storage
+// mount to show: SharedCacheTimeout, and the scheduling delays of a loaded
+// machine on top (the wait ends when it shows).
+const sharedShowsWithin = 60 * time.Second
+
 func TestSharedStorage(t *testing.T) {
 	for _, v := range diffVariants {
 		t.Run(v.name, func(t *testing.T) {
@@ -202,7 +207,7 @@ func TestSharedStorage(t *testing.T) {
 				must(t, os.Chmod(faultLowerOf(t, tm.lower, f), 0600))
 				deadline := time.Now().Add(SharedCacheTimeout + time.Second/2)
 				if shared {
-					deadline = time.Now().Add(10 * SharedCacheTimeout)
+					deadline = time.Now().Add(sharedShowsWithin)
 				}
 				var mode os.FileMode
 				for {
@@ -216,7 +221,7 @@ func TestSharedStorage(t *testing.T) {
 				}
 				switch {
 				case shared && mode != 0600:
-					t.Errorf("shared storage: the chmod in LOWER is not seen after %v (mode %v)", 10*SharedCacheTimeout, mode)
+					t.Errorf("shared storage: the chmod in LOWER is not seen after %v (mode %v)", sharedShowsWithin, mode)
 				case !shared && mode != 0644:
 					t.Errorf("default mount: the chmod in LOWER shows within %v (mode %v): the kernel does not keep attributes for CacheTimeout (%v)",
 						SharedCacheTimeout+time.Second/2, mode, CacheTimeout)
@@ -269,7 +274,7 @@ func TestSharedStorageListing(t *testing.T) {
 				must(t, os.WriteFile(filepath.Join(second.mnt, "d", "new"), nil, 0644))
 				deadline := time.Now().Add(SharedCacheTimeout + time.Second/2)
 				if shared {
-					deadline = time.Now().Add(10 * SharedCacheTimeout)
+					deadline = time.Now().Add(sharedShowsWithin)
 				}
 				var got string
 				for {
@@ -282,7 +287,7 @@ func TestSharedStorageListing(t *testing.T) {
 				switch {
 				case shared:
 					if got != "new old" {
-						t.Errorf("shared storage: a name made through a second mount is not listed after %v (%q)", 10*SharedCacheTimeout, got)
+						t.Errorf("shared storage: a name made through a second mount is not listed after %v (%q)", sharedShowsWithin, got)
 					}
 				case got == "old":
 					return

@@ -477,14 +477,7 @@ func (e *diffEnv) close() {
 	e.mmap.close()
 	for _, m := range e.mounts {
 		if !m.unmounted {
-			var err error
-			for i := 0; i < 50; i++ {
-				if err = m.srv.Unmount(); err == nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if err != nil {
+			if err := unmountRetrying(m.srv); err != nil {
 				e.t.Errorf("unmount %s: %v", m.mnt, err)
 				continue
 			}

@@ -412,11 +412,11 @@ func TestFaultReadOnlyLower(t *testing.T) {
 			// may still hold a lower descriptor open for writing, and a
 			// read-only remount is refused (EBUSY) until it lets go.
 			var err error
-			for i := 0; i < 100; i++ {
-				if err = syscall.Mount("", b, "", syscall.MS_REMOUNT|syscall.MS_BIND|flags, ""); err != syscall.EBUSY {
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+				err = syscall.Mount("", b, "", syscall.MS_REMOUNT|syscall.MS_BIND|flags, "")
+				if err != syscall.EBUSY || time.Now().After(deadline) {
 					break
 				}
-				time.Sleep(50 * time.Millisecond)
 			}
 			if err != nil {
 				t.Fatalf("remount %s: %v", b, err)
@@ -1261,11 +1261,10 @@ func TestFaultENOSPCRecovery(t *testing.T) {
 // a moment.
 func unmountBusy(t *testing.T, dir string) {
 	var err error
-	for i := 0; i < 100; i++ {
-		if err = syscall.Unmount(dir, 0); err != syscall.EBUSY {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if err = syscall.Unmount(dir, 0); err != syscall.EBUSY || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		t.Errorf("unmount %s: %v", dir, err)

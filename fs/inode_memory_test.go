@@ -87,11 +87,12 @@ func TestNodesFollowForget(t *testing.T) {
 			}
 			// forgetAll has the kernel drop every entry of d (again for
 			// those still there each second: a notification can fail
-			// while the kernel is busy) and waits for the FORGETs.
+			// while the kernel is busy) and waits for the FORGETs, for
+			// up to a minute.
 			forgetAll := func() int {
 				var c nodeCensus
-				var failed int
-				for round := 0; round < 10; round++ {
+				var failed, round int
+				for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); round++ {
 					for name := range dnode.Children() {
 						if dnode.NotifyEntry(name) != 0 {
 							failed++
@@ -104,7 +105,7 @@ func TestNodesFollowForget(t *testing.T) {
 						time.Sleep(50 * time.Millisecond) // FORGETs are asynchronous
 					}
 				}
-				t.Logf("%d nodes left after 10 rounds of invalidations (%d failed)", c.nodes, failed)
+				t.Logf("%d nodes left after %d rounds of invalidations (%d failed)", c.nodes, round, failed)
 				return c.nodes
 			}
 			if got := forgetAll(); got > 2 {

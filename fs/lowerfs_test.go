@@ -45,11 +45,10 @@ func loopFS(t *testing.T, fstype string) string {
 	}
 	t.Cleanup(func() {
 		var err error
-		for i := 0; i < 50; i++ {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			if err = unix.Unmount(root, 0); err == nil {
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
 		t.Errorf("unmount the %s image: %v", fstype, err)
 		unix.Unmount(root, unix.MNT_DETACH)

@@ -173,16 +173,26 @@ func (tm *testMount) served(t testing.TB, srv *fuse.Server) {
 		if tm.unmounted {
 			return
 		}
-		var err error
-		for i := 0; i < 50; i++ {
-			if err = srv.Unmount(); err == nil {
-				WaitEnd(srv)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := unmountRetrying(srv); err != nil {
+			t.Errorf("unmount %s: %v", tm.mnt, err)
+			return
 		}
-		t.Errorf("unmount %s: %v", tm.mnt, err)
+		WaitEnd(srv)
 	})
+}
+
+// unmountRetrying unmounts srv, trying again while the kernel refuses
+// (the clients' last RELEASEs and a lower descriptor's deferred close
+// reach it late on a loaded machine), for up to a minute.
+func unmountRetrying(srv *fuse.Server) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := srv.Unmount()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // mountVariant makes and mounts a fresh volume of kind v.

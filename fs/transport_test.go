@@ -34,14 +34,14 @@ func requireUringKernel(t *testing.T) {
 	}
 }
 
-// settledParam reads enableUringParam until it says want, for up to 5 s,
+// settledParam reads enableUringParam until it says want, for up to 30 s,
 // and returns what it last said: other test processes switch it on for a
 // moment while their ring mounts start (and back off once up), so one
-// read may catch their window; a mount that left it changed for good
-// still shows after 5 s.
+// read may catch their window (longer on a loaded machine); a mount that
+// left it changed for good still shows after 30 s.
 func settledParam(want []byte) []byte {
 	now, _ := os.ReadFile(enableUringParam)
-	for deadline := time.Now().Add(5 * time.Second); !bytes.Equal(now, want) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); !bytes.Equal(now, want) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 		now, _ = os.ReadFile(enableUringParam)
 	}
@@ -165,10 +165,16 @@ func TestUringFallbackRingFails(t *testing.T) {
 type blockingFS struct {
 	fuse.RawFileSystem
 	release chan struct{}
+	// arrived, if set, is called when a LOOKUP of block-me arrives,
+	// before it is held: the event a test waits for.
+	arrived func()
 }
 
 func (b *blockingFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	if name == "block-me" {
+		if b.arrived != nil {
+			b.arrived()
+		}
 		<-b.release
 		return fuse.ENOENT
 	}
@@ -176,20 +182,22 @@ func (b *blockingFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name strin
 }
 
 // mountBlocking mounts the twin over the ring with a daemon that stalls on
-// block-me.
-func mountBlocking(t *testing.T, tm *testMount, release chan struct{}) *fuse.Server {
+// block-me; arrived is closed when the daemon holds such a request.
+func mountBlocking(t *testing.T, tm *testMount, release chan struct{}) (srv *fuse.Server, arrived <-chan struct{}) {
 	t.Helper()
 	o := Options{Lower: tm.lower, Log: zerolog.New(tm.log), Transport: TransportUring}
 	r, err := newRoot(o)
 	must(t, err)
-	srv, err := r.serve(tm.mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
-		return &blockingFS{RawFileSystem: raw, release: release}
+	held := make(chan struct{})
+	var once sync.Once
+	srv, err = r.serve(tm.mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
+		return &blockingFS{RawFileSystem: raw, release: release, arrived: func() { once.Do(func() { close(held) }) }}
 	})
 	must(t, err)
 	if TransportOf(srv).Name != TransportUring {
 		t.Fatalf("transport %s, want uring", TransportOf(srv))
 	}
-	return srv
+	return srv, held
 }
 
 // statInBackground stats path and sends the error when it returns.
@@ -209,7 +217,7 @@ func TestUringAbortStalledDaemon(t *testing.T) {
 	requireUringKernel(t)
 	tm := newVolume(t, variants[2])
 	release := make(chan struct{})
-	srv := mountBlocking(t, tm, release)
+	srv, arrived := mountBlocking(t, tm, release)
 	t.Cleanup(func() {
 		close(release)
 		syscall.Unmount(tm.mnt, syscall.MNT_DETACH)
@@ -219,7 +227,9 @@ func TestUringAbortStalledDaemon(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Fatalf("stat returned (%v) while the daemon stalls", err)
-	case <-time.After(300 * time.Millisecond):
+	case <-arrived:
+	case <-time.After(time.Minute):
+		t.Fatal("the stat's LOOKUP did not reach the daemon in a minute")
 	}
 	must(t, abortConnection(tm.mnt))
 	select {
@@ -268,10 +278,15 @@ func TestUringKilledDaemon(t *testing.T) {
 		t.Fatalf("helper is not on the ring: %s", out.String())
 	}
 	done := statInBackground(filepath.Join(tm.mnt, "block-me"))
-	select {
-	case err := <-done:
-		t.Fatalf("stat returned (%v) while the daemon stalls; daemon said: %s", err, out.String())
-	case <-time.After(300 * time.Millisecond):
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(out.String(), "helper: holding block-me"); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("stat returned (%v) while the daemon stalls; daemon said: %s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stat's LOOKUP did not reach the daemon in a minute; daemon said: %s", out.String())
+		}
 	}
 	must(t, cmd.Process.Signal(syscall.SIGKILL))
 	select {
@@ -303,7 +318,9 @@ func TestUringDaemonHelper(t *testing.T) {
 	r, err := newRoot(o)
 	must(t, err)
 	srv, err := r.serve(mnt, o, func(raw fuse.RawFileSystem) fuse.RawFileSystem {
-		return &blockingFS{RawFileSystem: raw, release: make(chan struct{})}
+		return &blockingFS{RawFileSystem: raw, release: make(chan struct{}), arrived: func() {
+			os.Stderr.WriteString("helper: holding block-me\n")
+		}}
 	})
 	must(t, err)
 	os.Stderr.WriteString("helper: transport " + TransportOf(srv).String() + "\n")
@@ -460,8 +477,8 @@ func TestUringOffloadKeepsQueueServing(t *testing.T) {
 		if !errors.Is(err, syscall.ENOENT) {
 			t.Errorf("lstat while a READ is held: %v, want ENOENT", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Error("a LOOKUP on the same queue got no answer in 10 s while a large READ was held: the queue answers one request at a time")
+	case <-time.After(60 * time.Second):
+		t.Error("a LOOKUP on the same queue got no answer in 60 s while a large READ was held: the queue answers one request at a time")
 	}
 	release()
 	select {

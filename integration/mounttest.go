@@ -246,20 +246,20 @@ func MountDir(mnt string, o fs.Options) (*fuse.Server, error) {
 	return srv, nil
 }
 
-// UnmountDir unmounts srv, retrying for five seconds while the mount is
-// busy (a child process may still be closing its files). If it still
+// UnmountDir unmounts srv, retrying for a minute while the mount is busy
+// (a child process may still be closing its files, late on a loaded
+// machine). If it still
 // cannot, it detaches the mount lazily so that none is left behind, and
 // reports the error. After an unmount it waits until the filesystem has
 // let go of its lower descriptors (fs.WaitEnd): a LOWER that is itself a
 // mount (crashsim's recorder) can then be unmounted at once.
 func UnmountDir(srv *fuse.Server, mnt string) error {
 	var err error
-	for i := 0; i < 50; i++ {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err = srv.Unmount(); err == nil {
 			fs.WaitEnd(srv)
 			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if derr := syscall.Unmount(mnt, syscall.MNT_DETACH); derr != nil {
 		return fmt.Errorf("unmount %s: %v; lazy unmount: %v", mnt, err, derr)

@@ -157,7 +157,40 @@ func testPostgres(t *testing.T, vol *Volume, bin string, uid, gid int) {
 			as("pgbench", "-U", "postgres", "-n", "-c", "4", "-j", "2", "-T", "30")...)
 		done <- err
 	}()
-	time.Sleep(4 * time.Second)
+	// Kill once pgbench's four clients are connected and their
+	// transactions are committing (not after a guessed time: on a
+	// loaded machine pgbench may take seconds to start).
+	committed := func() int {
+		out := pg("psql", "-U", "postgres", "-At", "-c",
+			"select count(*) from pg_stat_activity where application_name = 'pgbench'; select xact_commit from pg_stat_database where datname = 'postgres'")
+		f := strings.Fields(out)
+		if len(f) != 2 {
+			t.Fatalf("psql: %q", out)
+		}
+		clients, _ := strconv.Atoi(f[0])
+		if clients < 4 {
+			return -1
+		}
+		n, _ := strconv.Atoi(f[1])
+		return n
+	}
+	base := -1
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("pgbench ended before the kill: %v", err)
+		default:
+		}
+		n := committed()
+		if base < 0 {
+			base = n
+		} else if n >= 0 && n > base+100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pgbench's clients were not committing 2 minutes after it started")
+		}
+	}
 	pid := postmasterPID(data)
 	if pid <= 0 {
 		t.Fatal("no postmaster.pid in the data directory while pgbench runs")

@@ -479,7 +479,33 @@ func runBlockdevClose(mntArg string, force bool) error {
 			return err
 		}
 	}
-	return unmountPath(mnt, false)
+	return unmountReleased(mnt)
+}
+
+// releaseWait bounds how long close waits for the kernel to let go of
+// MNT/volume before it reports the mount busy.
+const releaseWait = 15 * time.Second
+
+// unmountReleased unmounts mnt, retrying while the kernel refuses it as
+// busy, for up to releaseWait. The volume's holders are mostly the
+// kernel's own, and they let go after the call that asked them to has
+// returned: a detached loop device drops its backing file only on its last
+// close, which is often udev's blkid probe of the device, and then through
+// a deferred fput. An immediate umount(2) then fails with EBUSY though
+// nothing will hold the volume a moment later; on a loaded machine that
+// moment is long. A file the user holds open still gets "target is
+// busy", after releaseWait.
+func unmountReleased(mnt string) error {
+	deadline := time.Now().Add(releaseWait)
+	pause := 20 * time.Millisecond
+	for {
+		err := unmountPath(mnt, false)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // loopDevicesOf lists the loop devices whose backing file is path, from
@@ -524,12 +550,14 @@ func detachLoop(dev string) error {
 		return fmt.Errorf("detach %s: %w", dev, err)
 	}
 	backing := filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	// The last opener may be udev's blkid probe of the device, which on a
+	// loaded machine runs late: wait for it generously.
+	for deadline := time.Now().Add(releaseWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(backing); err != nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("detach %s: still attached after 10 s: a process holds it open; it detaches when closed", dev)
+	return fmt.Errorf("detach %s: still attached after %v: a process holds it open; it detaches when closed", dev, releaseWait)
 }
 
 // mountsFrom lists the mount points of dev and of its partitions.

@@ -247,7 +247,7 @@ echo done
 				t.Errorf("script did not finish")
 			}
 			// The daemons exited with their mounts (umount(8) alone stops them).
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(60 * time.Second)
 			for len(helperDaemons(mnt)) > 0 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 			}

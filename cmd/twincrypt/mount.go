@@ -170,7 +170,7 @@ made 0600; a symlink or another user's file at their path is refused.`,
 	fl.StringVar(&f.transport, "transport", fs.DaemonTransport, "how requests reach the daemon: `auto` (the ring where the kernel has it and enable_uring is on), dev (/dev/fuse) or uring (FUSE over io_uring; as root, switching enable_uring on for the mount's start)")
 	fl.StringVar(&f.readdir, "readdir", fs.ReaddirPlus, "how listings reach the kernel: `plus` (entries with attributes), auto (the kernel chooses) or plain (names only)")
 	fl.IntVar(&f.uringDepth, "uring-depth", 0, "with the uring transport: ring entries per queue (`N`; default 8, on more than 8 CPUs 64 in all, at least 2)")
-	fl.DurationVar(&f.idle, "idle", 0, "unmount by itself once no operation has reached the daemon for `DURATION` (e.g. 30m) and nothing holds the mount busy; 0: never")
+	fl.DurationVar(&f.idle, "idle", 0, "unmount by itself once no operation has reached the daemon for `DURATION` (e.g. 30m) and nothing holds the mount busy; df and other readers of the mount point's own attributes do not count; 0: never")
 	fl.BoolVar(&f.ro, "ro", false, "mount read-only")
 	fl.StringArrayVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, nonempty, noexec, noatime, relatime, strictatime, nodiratime, lazytime, suid, dev (comma separated)")
 	fl.BoolVarP(&f.background, "background", "b", false, "detach once mounted; unmount with 'twincrypt umount MNT'")

@@ -146,7 +146,17 @@ func TestKilledDaemonLeavesValidOpLog(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // let the log flush a few times
+	// Kill once the log has been flushed a few times (its size grew
+	// thrice): the kill then lands between flushes, in mid-workload.
+	grown, size := 0, int64(0)
+	if !waitFor(t, 60*time.Second, func() bool {
+		if fi, err := os.Stat(logPath); err == nil && fi.Size() > size {
+			grown, size = grown+1, fi.Size()
+		}
+		return grown >= 3
+	}) {
+		t.Fatalf("the op log grew %d times in 60 s of workload", grown)
+	}
 	syscall.Kill(pids[0], syscall.SIGKILL)
 	close(stop)
 	<-done

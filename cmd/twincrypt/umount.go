@@ -163,7 +163,7 @@ func unmountOnly(mntArg string, lazy bool) error {
 			return nil
 		}
 		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("unmount %s: target is busy (close the files that use it, or use --lazy)", mnt)
+			return busyError{mnt}
 		}
 		if !errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("unmount %s: %w", mnt, err)
@@ -197,3 +197,13 @@ func fusermountUnmount(mnt string, lazy bool) error {
 	}
 	return nil
 }
+
+// busyError is an unmount the kernel refused because the mount is in use
+// (EBUSY): errors.Is(err, unix.EBUSY) tells it from the others.
+type busyError struct{ mnt string }
+
+func (e busyError) Error() string {
+	return fmt.Sprintf("unmount %s: target is busy (close the files that use it, or use --lazy)", e.mnt)
+}
+
+func (busyError) Unwrap() error { return unix.EBUSY }

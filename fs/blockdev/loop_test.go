@@ -78,7 +78,7 @@ func up(t *testing.T, tv *testVolume, mnt, dataDir string, mkfs, mountExt4 bool)
 		t.Fatal(err)
 	}
 	s := &stack{}
-	s.fuse = hold(t, "FUSE mount "+mnt, srv.Unmount)
+	s.fuse = hold(t, "FUSE mount "+mnt, func() error { return unmountReleased(srv) })
 	vol := filepath.Join(mnt, VolumeName)
 	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=off", vol).CombinedOutput()
 	if err != nil {
@@ -116,12 +116,32 @@ func detachLoop(dev string) error {
 		return fmt.Errorf("losetup -d %s: %v: %s", dev, err, out)
 	}
 	backing := filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	// The last close may be udev's probe of the device, late on a
+	// loaded machine.
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(backing); err != nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s still attached 10s after losetup -d", dev)
+	return fmt.Errorf("%s still attached 60 s after losetup -d", dev)
+}
+
+// unmountReleased unmounts the FUSE mount of a volume whose loop device
+// was just detached, retrying while the kernel refuses (for up to 60 s):
+// the loop device drops its backing file through a deferred fput after
+// its backing_file has gone from sysfs, and go-fuse's own retries (a few
+// hundred ms) are too short for that on a loaded machine. (go-fuse's
+// error is its fusermount fallback's, which does not wrap EBUSY: any
+// error is retried.)
+func unmountReleased(srv interface{ Unmount() error }) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := srv.Unmount()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func run(t *testing.T, name string, args ...string) string {

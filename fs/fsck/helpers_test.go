@@ -107,12 +107,13 @@ func (m *mounted) unmount(t *testing.T) {
 	if m.done {
 		return
 	}
+	// Retried for up to a minute: the last RELEASEs reach the daemon
+	// late on a loaded machine.
 	var err error
-	for i := 0; i < 50; i++ {
-		if err = m.srv.Unmount(); err == nil {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if err = m.srv.Unmount(); err == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
 		t.Fatalf("unmount %s: %v", m.dir, err)

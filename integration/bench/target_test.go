@@ -61,7 +61,7 @@ func fakeDaemon(t *testing.T, mark string, uid int) *exec.Cmd {
 		t.Skipf("a daemon is recognised by holding /dev/fuse open: %v", err)
 	}
 	defer fuse.Close()
-	cmd := exec.Command("/bin/sh", "-c", `end=$(($(date +%s) + 20)); while [ $(date +%s) -lt $end ]; do :; done`, "sh", mark)
+	cmd := exec.Command("/bin/sh", "-c", `end=$(($(date +%s) + 120)); while [ $(date +%s) -lt $end ]; do :; done`, "sh", mark)
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{fuse}
 	if uid >= 0 {
@@ -84,7 +84,7 @@ func TestFindDaemonOtherUser(t *testing.T) {
 	}
 	mark := filepath.Join(t.TempDir(), "mnt")
 	theirs := fakeDaemon(t, mark, 65534)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !holdsFUSE(theirs.Process.Pid) {
 		if time.Now().After(deadline) {
 			t.Fatal("the other user's process never opened /dev/fuse")
@@ -110,7 +110,7 @@ func TestFindDaemonAndCPU(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "mnt")
 	cmd := fakeDaemon(t, mark, -1)
 	var d daemon
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for d.pid == 0 && time.Now().Before(deadline) {
 		d.attach(mark, 0)
 	}
@@ -125,7 +125,7 @@ func TestFindDaemonAndCPU(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if !waitGone(d.pid, time.Second) {
+	if !waitGone(d.pid, time.Minute) {
 		t.Error("waitGone: a reaped process still counts as running")
 	}
 	// The last value read stays.

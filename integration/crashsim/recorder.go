@@ -60,13 +60,14 @@ func (r *Recorder) Close() error {
 	if r.srv == nil {
 		return nil
 	}
+	// Retried for a minute: the last RELEASEs of a workload's files
+	// reach the recorder late on a loaded machine.
 	var err error
-	for i := 0; i < 50; i++ {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err = r.srv.Unmount(); err == nil {
 			r.srv = nil
 			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	// Still busy: something of this process holds a file on it. Abort
 	// the connection before detaching it, or the exit of this process
