@@ -58,7 +58,9 @@ func (c *cpioWriter) entry(name string, mode uint32, rdevMajor, rdevMinor int, d
 
 func (c *cpioWriter) dir(name string)                         { c.entry(name, cpioDir|0o755, 0, 0, nil) }
 func (c *cpioWriter) file(name string, perm uint32, b []byte) { c.entry(name, cpioFile|perm, 0, 0, b) }
-func (c *cpioWriter) symlink(name, target string)             { c.entry(name, cpioSymlink|0o777, 0, 0, []byte(target)) }
+func (c *cpioWriter) symlink(name, target string) {
+	c.entry(name, cpioSymlink|0o777, 0, 0, []byte(target))
+}
 func (c *cpioWriter) node(name string, mode uint32, major, minor int) {
 	c.entry(name, mode, major, minor, nil)
 }
