@@ -65,7 +65,7 @@ for m in ` + "$MODULES" + `; do
 	modprobe "$m" || echo "twincrypt-vm: modprobe $m failed" >/dev/console
 done
 fail() { echo "twincrypt-vm: $*" >/dev/console; poweroff -f; }
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro hostroot /newroot || fail "cannot mount the host root"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro hostroot /newroot || fail "cannot mount the host root"
 mount -t devtmpfs devtmpfs /newroot/dev || fail "no /dev"
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
@@ -79,7 +79,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 share /newroot` + Gues
 c=/newroot` + GuestShare + `/` + controlDir + `
 echo "` + markerReady + `" >/dev/console
 chroot /newroot /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 TWINCRYPT_VM=1 SHARE=` + GuestShare + ` \
+	HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 SHARE=` + GuestShare + ` \
 	/bin/sh -c '. ` + GuestShare + `/` + controlDir + `/env; cd ` + GuestShare + ` && exec /bin/sh ` + GuestShare + `/` + controlDir + `/cmd.sh' \
 	</dev/null 2>&1 | tee $c/output >/dev/console
 # tee has the pipeline's status; the command's is in the file it wrote.

@@ -148,26 +148,36 @@ func Run(ctx context.Context, k *Kernel, script string, o Options) (*Result, err
 		env = append(env, fmt.Sprintf("SCRATCH=/dev/vd%c", 'a'+len(disks)))
 		disks = append(disks, scratch)
 	}
-	if len(disks) > 20 {
-		return nil, fmt.Errorf("kvm: %d disks, at most 20", len(disks))
+	if len(disks) > 24 {
+		return nil, fmt.Errorf("kvm: %d disks, at most 24", len(disks))
 	}
-	var envFile strings.Builder
 	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, fmt.Errorf("kvm: environment entry %q is not KEY=value", kv)
 		}
-		fmt.Fprintf(&envFile, "export %s=%s\n", k, shellQuote(v))
 	}
-	for name, data := range map[string]string{"env": envFile.String(), "cmd.sh": cmdWrapper, "script.sh": script} {
+	for name, data := range map[string]string{"cmd.sh": cmdWrapper, "script.sh": script} {
 		if err := os.WriteFile(filepath.Join(ctl, name), []byte(data), 0o644); err != nil {
 			return nil, err
 		}
+	}
+	// The command learns its accelerator from $TWINCRYPT_VM: what it
+	// measures under TCG is function, not performance.
+	writeEnv := func(accel string) error {
+		var b strings.Builder
+		for _, kv := range append(env, "TWINCRYPT_VM="+accel) {
+			k, v, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+		}
+		return os.WriteFile(filepath.Join(ctl, "env"), []byte(b.String()), 0o644)
 	}
 
 	accel := o.Accel
 	if accel == "" {
 		accel = chooseAccel(k)
+	}
+	if err := writeEnv(accel); err != nil {
+		return nil, err
 	}
 	res, err := boot(ctx, k, accel, disks, o)
 	if errors.Is(err, errKVMStalled) {
@@ -176,6 +186,9 @@ func Run(ctx context.Context, k *Kernel, script string, o Options) (*Result, err
 		}
 		rememberAccel(k, AccelTCG)
 		accel = AccelTCG
+		if err := writeEnv(accel); err != nil {
+			return nil, err
+		}
 		res, err = boot(ctx, k, accel, disks, o)
 	} else if err == nil && accel == AccelKVM {
 		rememberAccel(k, AccelKVM)
