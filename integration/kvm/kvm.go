@@ -216,7 +216,7 @@ func boot(ctx context.Context, k *Kernel, accel string, disks []string, o Option
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-machine", "pc", "-m", strconv.Itoa(o.MemMiB), "-smp", strconv.Itoa(o.CPUs),
 		"-kernel", k.Vmlinuz, "-initrd", k.Initramfs,
-		"-append", "console=ttyS0 quiet loglevel=4 panic=-1 rdinit=/init",
+		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
 		"-serial", "stdio",
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + o.Share + ",mount_tag=share,security_model=none,multidevs=remap",
