@@ -518,3 +518,79 @@ func writeJSON(t *testing.T, path string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestEcryptfsTestdata checks the committed example trees against their
+// manifest without the VM, for what eCryptfs's layout fixes: one lower
+// file per plaintext file, each an 8192-byte header followed by the
+// content in whole 4096-byte extents; names and symlink targets as they
+// are (filename encryption off) or each name ECRYPTFS_FNEK_ENCRYPTED.
+// (on). A reader is tested against the content; this keeps the example
+// honest.
+func TestEcryptfsTestdata(t *testing.T) {
+	td := filepath.Join("..", "..", "testdata", "ecryptfs")
+	b, err := os.ReadFile(filepath.Join(td, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m EcryptfsManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Passphrase != EcryptfsPassphrase || len(m.Trees) == 0 {
+		t.Fatalf("manifest: passphrase %q, %d trees", m.Passphrase, len(m.Trees))
+	}
+	for _, d := range m.Trees {
+		t.Run(d.Name, func(t *testing.T) {
+			lower := filepath.Join(td, d.Lower)
+			var lowerSizes []int64
+			err := filepath.WalkDir(lower, func(p string, e fs.DirEntry, err error) error {
+				if err != nil || p == lower {
+					return err
+				}
+				if d.FilenameCrypto != strings.HasPrefix(e.Name(), "ECRYPTFS_FNEK_ENCRYPTED.") {
+					t.Errorf("lower name %s with filename_crypto %v", e.Name(), d.FilenameCrypto)
+				}
+				if e.Type().IsRegular() {
+					st, err := os.Stat(p)
+					if err != nil {
+						return err
+					}
+					lowerSizes = append(lowerSizes, st.Size())
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantSizes []int64
+			for _, e := range d.Entries {
+				if e.Type == "f" {
+					wantSizes = append(wantSizes, 8192+(e.Size+4095)/4096*4096)
+				}
+				if !d.FilenameCrypto {
+					p := filepath.Join(lower, e.Path)
+					switch e.Type {
+					case "f":
+						want := 8192 + (e.Size+4095)/4096*4096
+						if st, err := os.Stat(p); err != nil {
+							t.Error(err)
+						} else if st.Size() != want {
+							t.Errorf("%s: lower file of %d bytes, want %d", e.Path, st.Size(), want)
+						}
+					case "l":
+						// Symlink targets are encrypted only with filename
+						// encryption.
+						if got, err := os.Readlink(p); err != nil || got != e.Target {
+							t.Errorf("%s: lower link %q, %v; want %q", e.Path, got, err, e.Target)
+						}
+					}
+				}
+			}
+			sort.Slice(lowerSizes, func(i, j int) bool { return lowerSizes[i] < lowerSizes[j] })
+			sort.Slice(wantSizes, func(i, j int) bool { return wantSizes[i] < wantSizes[j] })
+			if fmt.Sprint(lowerSizes) != fmt.Sprint(wantSizes) {
+				t.Errorf("lower file sizes %v, want %v", lowerSizes, wantSizes)
+			}
+		})
+	}
+}
