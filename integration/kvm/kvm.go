@@ -115,6 +115,10 @@ func Run(ctx context.Context, k *Kernel, script string, o Options) (*Result, err
 	if o.Share == "" {
 		return nil, errors.New("kvm: Options.Share is required")
 	}
+	// qemu's option syntax splits at commas.
+	if strings.Contains(o.Share, ",") {
+		return nil, fmt.Errorf("kvm: share path %q contains a comma", o.Share)
+	}
 	if o.MemMiB == 0 {
 		o.MemMiB = 1024
 	}
