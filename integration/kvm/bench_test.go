@@ -23,7 +23,7 @@ import (
 // override the defaults, $TWINCRYPT_VM_BENCH_MINUTES the time bound.
 var (
 	vmBenchTargets   = []string{"native", "dmcrypt-kernel", "crypt-xts", "twin", "ecryptfs"}
-	vmBenchWorkloads = []string{"seqwrite", "seqread", "copytree"}
+	vmBenchWorkloads = []string{"seqwrite", "copytree"}
 )
 
 func envList(name string, def []string) []string {
