@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // EcryptfsPassphrase is the mount passphrase of every reference tree (with
@@ -240,7 +242,9 @@ func (c ecryptfsConfig) mountOptions(passwdFile string) string {
 		o = append(o, "ecryptfs_enable_filename_crypto=n")
 	}
 	if c.XattrMetadata {
-		o = append(o, "ecryptfs_xattr_metadata")
+		// mount.ecryptfs's name for the kernel's ecryptfs_xattr_metadata,
+		// which it drops silently when given under the kernel's name.
+		o = append(o, "ecryptfs_xattr=y")
 	}
 	return strings.Join(o, ",")
 }
@@ -284,7 +288,10 @@ SIG=$(sed -n 's/.*sig \[\([0-9a-f]*\)\].*/\1/p' out/sigs | sed -n 1p)
 FNEK=$(sed -n 's/.*sig \[\([0-9a-f]*\)\].*/\1/p' out/sigs | sed -n 2p)
 echo "$SIG $FNEK" >out/sig
 uname -r >out/kernel
-list() { (cd "$1" && find . -mindepth 1 -printf '%y\t%m\t%s\t%T@\t%p\t%l\n' | LC_ALL=C sort >"$2.list" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum >"$2.sums"); }
+# Every file is read before the listing: with the header in an xattr,
+# eCryptfs reports the lower file's size until the file has been opened
+# once after the mount.
+list() { (cd "$1" && find . -type f -exec cat {} + >/dev/null && find . -mindepth 1 -printf '%y\t%m\t%s\t%T@\t%p\t%l\n' | LC_ALL=C sort >"$2.list" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum >"$2.sums"); }
 `)
 	for _, c := range ecryptfsConfigs {
 		src := "plain"
@@ -470,6 +477,17 @@ func checkLower(t *testing.T, lower string, c ecryptfsConfig, want []EcryptfsEnt
 			data, err := os.ReadFile(p)
 			if err != nil {
 				return err
+			}
+			// The header (8192 bytes, then whole 4096-byte extents) is
+			// either the file's start or its user.ecryptfs xattr.
+			_, xerr := unix.Getxattr(p, "user.ecryptfs", nil)
+			switch {
+			case c.XattrMetadata && xerr != nil:
+				t.Errorf("%s: no user.ecryptfs xattr: %v", p, xerr)
+			case !c.XattrMetadata && xerr == nil:
+				t.Errorf("%s: a user.ecryptfs xattr, but the header belongs in the file", p)
+			case c.XattrMetadata && len(data)%4096 != 0, !c.XattrMetadata && (len(data) < 8192 || len(data)%4096 != 0):
+				t.Errorf("%s: %d bytes is not the layout of its header option", p, len(data))
 			}
 			if bytes.Contains(data, []byte("the longest name eCryptfs encrypts")) || bytes.Contains(data, []byte("Hello from the kernel")) {
 				t.Errorf("%s holds plaintext", p)
