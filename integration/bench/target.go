@@ -75,14 +75,15 @@ func QuickTargets(o TargetOptions, peers bool) []Target {
 // target (eCryptfs with its own default 128-bit key; the twin and
 // crypt-xts pinned to /dev/fuse or to FUSE over io_uring; crypt-xts with
 // --readdir auto and plain; the twin and crypt-xts with --noxattr;
-// crypt-cbc-v1, aes-cbc of format version 1).
+// crypt-cbc-v1, aes-cbc of format version 1; dmcrypt-userspace where
+// the default is dmcrypt-kernel).
 func ExtraTargets(o TargetOptions) []Target {
-	return []Target{NewEcryptfs(16),
+	return append([]Target{NewEcryptfs(16),
 		NewTransport(o, "", "dev"), NewTransport(o, "aes-xts", "dev"), NewTransport(o, "aes-cbc", "dev"),
 		NewTransport(o, "", "uring"), NewTransport(o, "aes-xts", "uring"),
 		NewReaddir(o, "aes-xts", "auto"), NewReaddir(o, "aes-xts", "plain"),
 		NewNoXattr(o, ""), NewNoXattr(o, "aes-xts"),
-		NewFormat(o, "aes-cbc", 1)}
+		NewFormat(o, "aes-cbc", 1)}, otherDMCrypt(o)...)
 }
 
 // SelectableTargets is what --targets picks from: AllTargets, then

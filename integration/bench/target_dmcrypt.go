@@ -34,6 +34,17 @@ func NewDMCrypt(o TargetOptions) Target {
 	return &dmcryptUser{exe: o.Exe, size: imageSize(o.Size)}
 }
 
+// otherDMCrypt is the userspace variant where NewDMCrypt gives the
+// kernel's (a machine with device-mapper, the kernel VM): both can then
+// run side by side, the same volume format with its crypto in kernel
+// threads or in our daemon. Elsewhere it is nothing.
+func otherDMCrypt(o TargetOptions) []Target {
+	if kernelDMCrypt() != nil {
+		return nil
+	}
+	return []Target{&dmcryptUser{exe: o.Exe, size: imageSize(o.Size)}}
+}
+
 // kernelDMCrypt returns nil when cryptsetup can open volumes here.
 func kernelDMCrypt() error {
 	if err := needProgs("cryptsetup"); err != nil {

@@ -163,6 +163,20 @@ func (t *ecryptfs) Setup(ctx context.Context, work string) error {
 	if err := os.WriteFile(passwd, []byte("passphrase_passwd="+benchPassphrase+"\n"), 0o600); err != nil {
 		return err
 	}
+	if err := t.addKeys(ctx); err != nil {
+		return err
+	}
+	var err error
+	t.options, err = ecryptfsOptions(t.keyBytes, t.sigs[1], passwd)
+	return err
+}
+
+// addKeys puts the content and filename keys into root's keyring, again
+// before every Mount: mount.ecryptfs adds ecryptfs_unlink_sigs to the
+// options, which lets an unmount take the keys out of the keyring (in the
+// kernel VM, Linux 6.1, a script's second mount of a lower directory
+// failed with EPERM until the keys were added again).
+func (t *ecryptfs) addKeys(ctx context.Context) error {
 	// "-": the passphrase from stdin, no prompt.
 	out, err := run(ctx, nil, benchPassphrase+"\n", "ecryptfs-add-passphrase", "--fnek", "-")
 	if err != nil {
@@ -173,11 +187,13 @@ func (t *ecryptfs) Setup(ctx context.Context, work string) error {
 		return err
 	}
 	t.sigs = []string{sig, fnek}
-	t.options, err = ecryptfsOptions(t.keyBytes, fnek, passwd)
-	return err
+	return nil
 }
 
 func (t *ecryptfs) Mount(ctx context.Context) (string, error) {
+	if err := t.addKeys(ctx); err != nil {
+		return "", err
+	}
 	if _, err := run(ctx, nil, "", "mount", "-t", "ecryptfs", "-o", t.options, t.lower, t.mnt); err != nil {
 		return "", err
 	}
