@@ -98,9 +98,11 @@ func (k *killPriv) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse
 	// is the kernel's rule for writes, and the two cannot be told apart.
 	chown := in.Valid&fuse.FATTR_SIZE == 0 && (in.Valid&fuse.FATTR_KILL_SUIDGID != 0 || setattrNothing(in))
 	var oldGid uint32
-	if chown && in.Valid&fuse.FATTR_GID != 0 {
+	if chown && in.Valid&fuse.FATTR_GID != 0 && !capableCaller(&in.Caller, capFsetid) {
 		// The set-group-ID rule of a chown looks at the group the file
-		// had before (chown_common), which a change of group loses.
+		// had before (chown_common), which a change of group loses. A
+		// caller with CAP_FSETID keeps the bit whatever the group, so
+		// its chown (root's, the common one) asks nothing more.
 		var before fuse.AttrOut
 		if st := k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: in.InHeader}, &before); st != fuse.OK {
 			return st
