@@ -30,6 +30,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rfjakob/eme"
 	"golang.org/x/sys/unix"
@@ -183,6 +184,17 @@ func alive(t *testing.T, tm *testMount) {
 		t.Fatalf("new file after the abuse reads %q, %v", got, err)
 	}
 	must(t, os.Remove(p))
+}
+
+// waitReleased waits until the daemon of tm holds no open file: the
+// kernel sends RELEASE after close(2) has returned, asynchronously.
+func waitReleased(t *testing.T, tm *testMount) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); tm.root.census().files > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("files written through the mount are still open in the daemon a minute after their close")
+		}
+	}
 }
 
 // procPath is the /proc path of our own descriptor fd. Opening it, or
@@ -358,7 +370,11 @@ func TestHostileLowerSymlinks(t *testing.T) {
 // symlink to it put in its place, and the file likewise. Every operation
 // inside the directory and on the file reaches the daemon for a node whose
 // lower path now crosses a symlink: it must fail (ELOOP) and leave the
-// outside alone.
+// outside alone. No file of the mount may be open in the daemon then: a
+// chmod, chown or utimes without a file handle goes through an open file
+// of the node when there is one (Setattr), which is the very inode
+// wherever LOWER has moved it (as a write through it would be), and
+// resolves no path.
 func TestHostileSwap(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -380,6 +396,10 @@ func TestHostileSwap(t *testing.T) {
 			gfd := opath(t, filepath.Join(mnt, "g"), 0)
 			// Lower paths before the swap (names depend on d's IV).
 			ld, lg := lowerPath(t, tm, "d"), lowerPath(t, tm, "g")
+			// The files written above are still open in the daemon until
+			// their RELEASE, which the kernel sends after close(2) has
+			// returned: on a loaded machine, during the operations below.
+			waitReleased(t, tm)
 
 			out := outsideTree(t)
 			must(t, os.Rename(ld, filepath.Join(out, "d-moved")))
