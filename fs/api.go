@@ -344,27 +344,40 @@ func CheckMountFlags(flags []string) error {
 // mount by a user, takes them all as strings.
 func directMountFlags(flags []string) (uintptr, []string) {
 	bits := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV)
-	const atime = syscall.MS_NOATIME | syscall.MS_RELATIME | syscall.MS_STRICTATIME
 	var data []string
 	for _, f := range flags {
-		switch f {
-		case "noatime":
-			bits = bits&^atime | syscall.MS_NOATIME
-		case "relatime":
-			bits = bits&^atime | syscall.MS_RELATIME
-		case "strictatime":
-			bits = bits&^atime | syscall.MS_STRICTATIME
-		case "atime":
-			bits &^= syscall.MS_NOATIME
-		case "nodiratime":
-			bits |= syscall.MS_NODIRATIME
-		case "diratime":
-			bits &^= syscall.MS_NODIRATIME
-		default:
+		var ok bool
+		if bits, ok = AtimeFlag(bits, f); !ok {
 			data = append(data, f)
 		}
 	}
 	return bits, data
+}
+
+// AtimeFlag applies the mount(8) option opt of the atime family (noatime,
+// relatime, strictatime, atime, nodiratime, diratime, lazytime,
+// nolazytime) to the mount(2) flags bits; ok is false for any other.
+func AtimeFlag(bits uintptr, opt string) (uintptr, bool) {
+	const atime = syscall.MS_NOATIME | syscall.MS_RELATIME | syscall.MS_STRICTATIME
+	switch opt {
+	case "noatime":
+		return bits&^atime | syscall.MS_NOATIME, true
+	case "relatime":
+		return bits&^atime | syscall.MS_RELATIME, true
+	case "strictatime":
+		return bits&^atime | syscall.MS_STRICTATIME, true
+	case "atime":
+		return bits &^ syscall.MS_NOATIME, true
+	case "nodiratime":
+		return bits | syscall.MS_NODIRATIME, true
+	case "diratime":
+		return bits &^ syscall.MS_NODIRATIME, true
+	case "lazytime":
+		return bits | unix.MS_LAZYTIME, true
+	case "nolazytime":
+		return bits &^ unix.MS_LAZYTIME, true
+	}
+	return bits, false
 }
 
 // askCapabilities adds to mo the FUSE capabilities the INIT reply asks of

@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/twincrypt/twincrypt/fs"
 )
 
 // isHelperForm reports whether args are the mount helper's "LOWER MNT
@@ -130,11 +132,8 @@ func helperOptValues(args []string) ([]string, error) {
 
 // atimeOption reports the mount(8) options of the atime family.
 func atimeOption(name string) bool {
-	switch name {
-	case "noatime", "relatime", "strictatime", "nodiratime", "atime", "diratime", "lazytime", "nolazytime":
-		return true
-	}
-	return false
+	_, ok := fs.AtimeFlag(0, name)
+	return ok
 }
 
 // helperRemount: "mount -o remount,..." reaches the helper too, with the
@@ -150,7 +149,6 @@ func helperRemount(args []string) (mnt string, flags uintptr, ok bool, err error
 		return "", 0, false, err
 	}
 	flags = unix.MS_REMOUNT
-	const atime = unix.MS_NOATIME | unix.MS_RELATIME | unix.MS_STRICTATIME
 	for _, v := range optValues {
 		for _, opt := range strings.Split(v, ",") {
 			switch strings.TrimSpace(opt) {
@@ -172,22 +170,10 @@ func helperRemount(args []string) (mnt string, flags uintptr, ok bool, err error
 				flags |= unix.MS_NOEXEC
 			case "exec":
 				flags &^= unix.MS_NOEXEC
-			case "noatime":
-				flags = flags&^atime | unix.MS_NOATIME
-			case "relatime":
-				flags = flags&^atime | unix.MS_RELATIME
-			case "strictatime":
-				flags = flags&^atime | unix.MS_STRICTATIME
-			case "atime":
-				flags &^= unix.MS_NOATIME
-			case "nodiratime":
-				flags |= unix.MS_NODIRATIME
-			case "diratime":
-				flags &^= unix.MS_NODIRATIME
-			case "lazytime":
-				flags |= unix.MS_LAZYTIME
-			case "nolazytime":
-				flags &^= unix.MS_LAZYTIME
+			default:
+				// The atime family; anything else is the kernel's or
+				// ours, unchanged by a remount.
+				flags, _ = fs.AtimeFlag(flags, strings.TrimSpace(opt))
 			}
 		}
 	}
