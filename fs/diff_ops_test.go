@@ -117,7 +117,7 @@ func holesHideData(fd int, readable bool, size int64, data, refData []span) stri
 			for off := lo; off < hi && budget > 0; off += int64(len(buf)) {
 				n := int(min(int64(len(buf)), hi-off))
 				budget -= int64(n)
-				got, err := diffPread(rfd, buf[:n], off)
+				got, err := preadFull(rfd, buf[:n], off)
 				if err != nil {
 					return fmt.Sprintf("pread(%d, %d): %v", n, off, err)
 				}
@@ -173,7 +173,7 @@ func diffDeepChain(dir string, levels int, seed int64, dots bool) string {
 		n, err := unix.Pwrite(f, want, 0)
 		step(fmt.Sprintf("pwrite %d", n), err)
 		got := make([]byte, len(want))
-		n, err = diffPread(f, got, 0)
+		n, err = preadFull(f, got, 0)
 		step(fmt.Sprintf("pread %d, same %v", n, bytes.Equal(got, want)), err)
 		unix.Close(f)
 	}

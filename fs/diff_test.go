@@ -1197,24 +1197,6 @@ func xattrDump(p string) string {
 	return b.String()
 }
 
-func diffPread(fd int, b []byte, off int64) (int, error) {
-	done := 0
-	for done < len(b) {
-		n, err := unix.Pread(fd, b[done:], off+int64(done))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return done, err
-		}
-		if n == 0 {
-			break
-		}
-		done += n
-	}
-	return done, nil
-}
-
 // exec runs o on mount i.
 func (c *diffClient) exec(i int, o *diffOp) diffResult {
 	p, p2 := c.e.abs(i, o.path), c.e.abs(i, o.path2)
@@ -1250,7 +1232,7 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 		r.info = fmt.Sprintf("position %d errno %d", pos, errnoOf(err3))
 	case dPread:
 		buf := make([]byte, o.n)
-		n, err2 := diffPread(fd, buf, o.off)
+		n, err2 := preadFull(fd, buf, o.off)
 		r.n, r.data, err = int64(n), buf[:n], err2
 	case dFtruncate:
 		err = unix.Ftruncate(fd, o.off)
@@ -1327,7 +1309,7 @@ func (c *diffClient) exec(i int, o *diffOp) diffResult {
 		rfd, err2 := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err = err2; err == nil {
 			buf := make([]byte, o.n)
-			n, err3 := diffPread(rfd, buf, o.off)
+			n, err3 := preadFull(rfd, buf, o.off)
 			r.n, r.data = int64(n), buf[:n]
 			r.info = fmt.Sprintf("pread errno %d, close errno %d", errnoOf(err3), errnoOf(unix.Close(rfd)))
 		}
@@ -1666,9 +1648,9 @@ func (e *diffEnv) compareContent(what string, fds []int) *diffFailure {
 		for off := s.lo; off < s.hi && budget > 0; off += chunk {
 			n := int(min(chunk, s.hi-off))
 			budget -= int64(n)
-			n0, err0 := diffPread(fds[0], bufs[0][:n], off)
+			n0, err0 := preadFull(fds[0], bufs[0][:n], off)
 			for i := 1; i < len(fds); i++ {
-				ni, erri := diffPread(fds[i], bufs[i][:n], off)
+				ni, erri := preadFull(fds[i], bufs[i][:n], off)
 				if errnoOf(erri) != errnoOf(err0) || ni != n0 {
 					return fail("read", "pread(%d, %d): %s %d bytes errno %d, %s %d bytes errno %d", n, off, e.names[0], n0, errnoOf(err0), e.names[i], ni, errnoOf(erri))
 				}
@@ -2149,7 +2131,7 @@ func runSharedFile(e *diffEnv, name string, writers, readers, rounds int, seed i
 						return
 					}
 					off := rng.Int63n(size)
-					n, err := diffPread(fd, buf[:size-off], off)
+					n, err := preadFull(fd, buf[:size-off], off)
 					unix.Close(fd)
 					if err != nil {
 						errs <- fmt.Errorf("reader on %s: %v", e.names[i], err)
