@@ -24,7 +24,7 @@ trap stop_load EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
-echo "load: scripts/load.sh (pid $load_pid, stress-ng --cpu $(nproc) --io 1); logs in $logs"
+echo "load: scripts/load.sh (pid $load_pid, stress-ng --cpu $(nproc) --hdd 1); logs in $logs"
 # Let the load reach its level before the first run.
 sleep 5
 if ! kill -0 "$load_pid" 2>/dev/null; then
