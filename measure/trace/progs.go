@@ -187,6 +187,17 @@ func (b *builder) fdDev(o offsets, fd, walk, out asm.Register, fail string) {
 	b.read(out, walk, o.sbDev, asm.Word, fail)
 }
 
+// recordElapsed ends a program that has measured a latency: the elapsed
+// ns stored at stDelta recorded as record says, then exit at label out
+// (where the program's early exits jump).
+func (b *builder) recordElapsed(kind int32, out string) asm.Instructions {
+	b.emit(asm.LoadMem(asm.R9, asm.RFP, stDelta, asm.DWord))
+	b.record(kind)
+	b.mark(out)
+	b.exit0()
+	return b.ins
+}
+
 // record adds one sample to the histogram: kind, code (r7), device (r8),
 // elapsed ns (r9). The bucket is log-linear: values below 16 ns are
 // exact; above, each power of two is cut into 16 equal parts, so a
@@ -592,11 +603,7 @@ func sysExit(o offsets) asm.Instructions {
 		asm.Or.Imm(asm.R7, errFlag),
 	)
 	b.mark(ok)
-	b.emit(asm.LoadMem(asm.R9, asm.RFP, stDelta, asm.DWord))
-	b.record(kindSyscall)
-	b.mark(out)
-	b.exit0()
-	return b.ins
+	return b.recordElapsed(kindSyscall, out)
 }
 
 // readUserRet: when the syscall returned 0 and saved a buffer, r1 = the
@@ -689,11 +696,7 @@ func fuseEnd(o offsets) asm.Instructions {
 		asm.Or.Imm(asm.R7, errFlag),
 	)
 	b.mark(ok)
-	b.emit(asm.LoadMem(asm.R9, asm.RFP, stDelta, asm.DWord))
-	b.record(kindFUSE)
-	b.mark(out)
-	b.exit0()
-	return b.ins
+	return b.recordElapsed(kindFUSE, out)
 }
 
 // blockIssue: raw tracepoint block:block_rq_issue, TP_PROTO(struct
@@ -764,11 +767,7 @@ func blockComplete() asm.Instructions {
 		asm.Or.Imm(asm.R7, errFlag),
 	)
 	b.mark(ok)
-	b.emit(asm.LoadMem(asm.R9, asm.RFP, stDelta, asm.DWord))
-	b.record(kindBlock)
-	b.mark(out)
-	b.exit0()
-	return b.ins
+	return b.recordElapsed(kindBlock, out)
 }
 
 // processFork: raw tracepoint sched:sched_process_fork, TP_PROTO(struct
